@@ -1,0 +1,151 @@
+"""Run the real Pulumi program under Pulumi's mocks and record every resource it registers.
+
+This is the engine of `tpuplane plan`, of the component tests and of the benchmark: the program in `stacks/`
+runs exactly as `pulumi up` would run it, but the resource monitor is an in-process mock that records each
+registration (type, name, parent, inputs, dependencies) instead of calling GCP or Kubernetes. Nothing here
+needs credentials, a network, or the Pulumi CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pulumi
+from pulumi.runtime import mocks as _mocks
+from pulumi.runtime import settings as _settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    inputs: dict[str, Any]
+    depends_on: tuple[str, ...]
+    custom: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+                "inputs": self.inputs, "dependsOn": list(self.depends_on)}
+
+
+@dataclass
+class Plan:
+    """What the program would create, in a stable order (by URN), with integral numbers as integers."""
+
+    project: str
+    stack: str
+    resources: list[PlannedResource]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"project": self.project, "stack": self.stack, "resources": [r.to_json() for r in self.resources]}
+
+    def of_type(self, type_token: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def named(self, name: str) -> PlannedResource:
+        return next(r for r in self.resources if r.name == name)
+
+
+def normalize(value: Any) -> Any:
+    """Engine values -> plain JSON: mocks deliver every number as a float; 4.0 becomes 4 again."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: normalize(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [normalize(v) for v in value]
+    return value
+
+
+# Outputs that real providers compute and that downstream resources read; everything else echoes inputs.
+_COMPUTED_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
+    "gcp:container/cluster:Cluster": lambda name, inputs: {
+        "endpoint": "203.0.113.10",
+        "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="},
+        "selfLink": f"https://container.googleapis.com/v1/projects/{inputs.get('project', 'p')}"
+                    f"/locations/{inputs.get('location')}/clusters/{inputs.get('name', name)}",
+    },
+    "gcp:serviceaccount/account:Account": lambda name, inputs: {
+        "email": f"{inputs.get('accountId', name)}@{inputs.get('project', 'project')}.iam.gserviceaccount.com",
+        "member": f"serviceAccount:{inputs.get('accountId', name)}@{inputs.get('project', 'project')}"
+                  ".iam.gserviceaccount.com",
+    },
+    "gcp:storage/bucket:Bucket": lambda name, inputs: {"url": f"gs://{inputs.get('name', name)}"},
+    "gcp:compute/resourcePolicy:ResourcePolicy": lambda name, inputs: {
+        "selfLink": f"projects/{inputs.get('project', 'p')}/regions/{inputs.get('region')}"
+                    f"/resourcePolicies/{inputs.get('name', name)}",
+    },
+}
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Stand-ins for GCP and Kubernetes, which cannot exist here: echo inputs, add the outputs we read."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        state = dict(args.inputs)
+        computed = _COMPUTED_OUTPUTS.get(args.typ)
+        if computed:
+            state.update(computed(args.name, args.inputs))
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        return {}
+
+
+class _RecordingMonitor(_mocks.MockMonitor):
+    """The mock monitor, also keeping what `Mocks.new_resource` is not told: parent and dependencies."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.recorded: list[PlannedResource] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
+            self.recorded.append(PlannedResource(
+                urn=response.urn, type=request.type, name=request.name, parent=request.parent,
+                inputs=normalize(inputs), depends_on=tuple(sorted(set(request.dependencies))),
+                custom=bool(request.custom)))
+        return response
+
+
+def config_strings(config: Mapping[str, Any]) -> dict[str, str]:
+    """Pulumi passes config to programs as strings; objects as JSON, as `pulumi config set --path` would."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+def run_under_mocks(program: Callable[[], None], config: Mapping[str, Any], *, project: str = "tpuplane",
+                    stack: str = "dev", mocks: pulumi.runtime.Mocks | None = None) -> Plan:
+    """Run `program` as the Pulumi engine would and return every registration. Exceptions propagate."""
+    _settings.ROOT.set(None)
+    monitor = _RecordingMonitor(mocks or PlanMocks())
+    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config(config_strings(config))
+    _settings.SETTINGS.rpc_manager.clear()
+    _settings.SETTINGS.outputs.clear()
+    outputs: dict[str, Any] = {}
+
+    def body() -> None:
+        program()
+        exported = _settings.get_root_resource().outputs  # type: ignore[union-attr]
+        outputs.update(_sync_await(pulumi.Output.from_input(exported).future()) or {})
+
+    _sync_await(run_pulumi_func(body))
+    resources = sorted(monitor.recorded, key=lambda r: r.urn)
+    return Plan(project, stack, resources, normalize(outputs))
+
+
+def run_program_file(path: Path, config: Mapping[str, Any], *, project: str, stack: str) -> Plan:
+    """Run a Pulumi program file (e.g. stacks/__main__.py) under mocks, as `pulumi up` runs it."""
+    return run_under_mocks(lambda: runpy.run_path(str(path), run_name="__main__"), config,
+                           project=project, stack=stack)

@@ -1,0 +1,30 @@
+"""`TpuReservation`: a Compute Engine specific reservation sized in whole slices of one TPU type."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from tpuplane.infra.cluster import reservation_vm_count
+from tpuplane.infra.config import ReservationConfig
+
+
+class TpuReservation(pulumi.ComponentResource):
+    reservation: gcp.compute.Reservation
+
+    def __init__(self, name: str, res: ReservationConfig, *, project: str, zone: str,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpuplane:index:TpuReservation", name, {}, opts)
+        self.reservation = gcp.compute.Reservation(
+            res.name,
+            name=res.name,
+            project=project,
+            zone=res.zone or zone,
+            # Only pools that name it consume it: a training reservation must not leak to stray VMs.
+            specific_reservation_required=True,
+            specific_reservation=gcp.compute.ReservationSpecificReservationArgs(
+                count=reservation_vm_count(res),
+                instance_properties=gcp.compute.ReservationSpecificReservationInstancePropertiesArgs(
+                    machine_type=res.spec.machine_type)),
+            opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"name": self.reservation.name})

@@ -1,0 +1,35 @@
+"""Read the stack's Pulumi config into the typed `StackConfig`, failing cleanly on bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+from pulumi.runtime.config import CONFIG
+
+from tpuplane.infra.config import StackConfig, load_stack_config
+from tpuplane.infra.errors import ConfigError
+
+
+def _parse(key: str, value: Any) -> Any:
+    """Pulumi hands config to programs as strings; structured `tpuplane:` values arrive as JSON."""
+    if key.startswith("tpuplane:") and isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def read_stack_config() -> StackConfig:
+    """All config of this stack, validated. Bad input stops the program before any resource is registered.
+
+    The `ConfigError` rides as the cause of a `pulumi.RunError`, which Pulumi prints without a traceback;
+    `tpuplane plan` prints the same message and exits with status 2.
+    """
+    raw = {key: _parse(key, value) for key, value in sorted(CONFIG.get().items())}
+    try:
+        return load_stack_config(raw)
+    except ConfigError as exc:
+        raise pulumi.RunError(f"invalid stack config:\n{exc}") from exc

@@ -1,0 +1,61 @@
+"""Decisions about the GKE cluster itself: location, identity, the CPU system pool and how clients reach it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from tpuplane.infra.config import ReservationConfig, StackConfig
+from tpuplane.infra.naming import node_service_account_id
+
+CPU_POOL_NAME = "cpu"
+PRODUCTION_LABEL = "tpuplane-production"  # GCE label on the cluster, read by the policy pack
+
+# Least privilege for nodes: GKE's own minimal node role (logs, metrics, metadata) and image pulls.
+NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)  # IAM, not scopes, limits access
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    name: str
+    location: str  # the region for a regional control plane, else the zone
+    node_locations: tuple[str, ...]
+    workload_pool: str
+    service_account_id: str
+    resource_labels: dict[str, str]
+
+
+def plan_cluster(cfg: StackConfig) -> ClusterPlan:
+    c = cfg.cluster
+    return ClusterPlan(
+        name=c.name,
+        location=cfg.region if c.regional else c.zone,
+        node_locations=(c.zone,),
+        workload_pool=f"{cfg.project}.svc.id.goog",
+        service_account_id=node_service_account_id(c.name),
+        resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
+    )
+
+
+def reservation_vm_count(res: ReservationConfig) -> int:
+    """A specific reservation counts VMs: whole slices of the reserved TPU type."""
+    return res.slices * res.spec.vms_per_slice
+
+
+def render_kubeconfig(cluster: str, endpoint: str, ca_certificate: str) -> str:
+    """A kubeconfig that holds no credential: `gke-gcloud-auth-plugin` fetches short-lived tokens at use."""
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "gke-gcloud-auth-plugin",
+                     "installHint": "gcloud components install gke-gcloud-auth-plugin",
+                     "provideClusterInfo": True}}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": f"https://{endpoint}",
+                                                   "certificate-authority-data": ca_certificate}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster}}],
+        "current-context": cluster,
+        "users": [{"name": cluster, "user": user}],
+    }
+    return yaml.safe_dump(doc, sort_keys=True)

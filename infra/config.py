@@ -1,0 +1,347 @@
+"""The typed stack config: one schema for every `Pulumi.<stack>.yaml`.
+
+Read from Pulumi stack config (`gcp:project`, `gcp:region` and the `tpuplane:` namespace) and validated into
+pydantic models. Every rule breaks with a `ConfigError` that names the config path the user typed
+(`tpuplane:tpuPools[1].slices`), the value given, what is allowed and a hint, before any resource exists.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from functools import cached_property
+from typing import Any, Mapping
+
+from pydantic import Field, ValidationError, field_validator
+
+from tpuplane.infra.catalog import TpuSpec, resolve_tpu_type
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.model import ConfigModel
+from tpuplane.infra.kueue_config import KueueConfig, kueue_problems
+from tpuplane.infra.naming import (
+    DNS_LABEL,
+    GKE_NAME_MAX,
+    node_pool_name,
+    node_service_account_id,
+    SERVICE_ACCOUNT_ID_MAX,
+)
+from tpuplane.infra.pathways_config import PathwaysConfig, pathways_problems
+
+
+class Capacity(str, Enum):
+    """How a pool obtains TPU VMs. Exactly one per pool: GKE rejects most combinations."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    FLEX_START = "flex-start"
+    QUEUED = "queued"
+    RESERVATION = "reservation"
+
+
+class MaintenanceExclusion(ConfigModel):
+    """Freeze minor and node upgrades of a training cluster (Cluster Toolkit's practice)."""
+
+    name: str = "training-freeze"
+    start_time: str
+    end_time: str | None = None  # None: until the end of the minor version's support
+    scope: str = Field("NO_MINOR_OR_NODE_UPGRADES", pattern="^(NO_UPGRADES|NO_MINOR_UPGRADES|NO_MINOR_OR_NODE_UPGRADES)$")
+
+
+class AuthorizedNetwork(ConfigModel):
+    cidr: str = Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+    name: str = ""
+
+
+class CpuPoolConfig(ConfigModel):
+    """The system/CPU pool: Kueue, JobSet, the Pathways head and client proxies run here."""
+
+    machine_type: str = "n2-standard-16"
+    min_nodes: int = Field(1, ge=0)
+    max_nodes: int = Field(10, ge=1)
+
+
+class ClusterConfig(ConfigModel):
+    name: str
+    zone: str
+    regional: bool = True  # regional control plane, TPU nodes in `zone` (xpk's layout)
+    release_channel: str = Field("REGULAR", pattern="^(RAPID|REGULAR|STABLE|EXTENDED)$")
+    min_master_version: str | None = None
+    maintenance_exclusion: MaintenanceExclusion | None = None
+    deletion_protection: bool = True
+    production: bool = False
+    network: str = "default"
+    subnetwork: str | None = None
+    private_endpoint: bool = False
+    master_authorized_networks: list[AuthorizedNetwork] = []
+    cpu_pool: CpuPoolConfig = CpuPoolConfig()
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, v: str) -> str:
+        if not DNS_LABEL.fullmatch(v) or len(v) > GKE_NAME_MAX:
+            raise ValueError(f"a DNS label of at most {GKE_NAME_MAX} characters: lowercase letters, digits, '-'")
+        return v
+
+
+class TpuPoolConfig(ConfigModel):
+    """A group of identical TPU slices: one GKE node pool per slice."""
+
+    name: str
+    tpu_type: str
+    slices: int = Field(1, ge=1)
+    capacity: Capacity = Capacity.ON_DEMAND
+    reservation: str | None = None
+    machine_type: str | None = None  # e.g. ct6e-standard-8t: the single-host 2x4 machine
+    max_run_duration: str | None = Field(None, pattern=r"^\d+s$")
+    maintenance_interval: str = Field("AS_NEEDED", pattern="^(AS_NEEDED|PERIODIC)$")
+    disk_size_gb: int | None = Field(None, ge=10)
+    disk_type: str | None = None
+
+    @cached_property
+    def spec(self) -> TpuSpec:
+        """The catalog entry; valid once the stack config validated."""
+        return resolve_tpu_type(self.tpu_type, machine_type=self.machine_type)
+
+    @property
+    def node_pool_names(self) -> list[str]:
+        return [node_pool_name(self.name, i) for i in range(self.slices)]
+
+
+class ReservationConfig(ConfigModel):
+    """A Compute Engine specific reservation this stack creates, sized for whole slices."""
+
+    name: str
+    tpu_type: str
+    slices: int = Field(1, ge=1)
+    machine_type: str | None = None
+    zone: str | None = None  # default: the cluster's zone
+
+    @cached_property
+    def spec(self) -> TpuSpec:
+        return resolve_tpu_type(self.tpu_type, machine_type=self.machine_type)
+
+
+RESERVATION_PATH = re.compile(
+    r"^(projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/reservations/)?(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
+    r"(/reservationBlocks/[a-z0-9][-a-z0-9]*(/reservationSubBlocks/[a-z0-9][-a-z0-9]*)?)?$"
+)
+
+
+class StackConfig(ConfigModel):
+    """Everything one stack declares. Field aliases are the Pulumi config keys."""
+
+    project: str = Field(alias="gcp:project", pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+    region: str = Field(alias="gcp:region", pattern=r"^[a-z]+-[a-z]+\d+$")
+    cluster: ClusterConfig = Field(alias="tpuplane:cluster")
+    tpu_pools: list[TpuPoolConfig] = Field([], alias="tpuplane:tpuPools")
+    reservations: list[ReservationConfig] = Field([], alias="tpuplane:reservations")
+    kueue: KueueConfig = Field(KueueConfig(), alias="tpuplane:kueue")
+    pathways: PathwaysConfig | None = Field(None, alias="tpuplane:pathways")
+
+    def reservation_by_name(self, name: str) -> ReservationConfig | None:
+        return next((r for r in self.reservations if r.name == name), None)
+
+    def pool_by_name(self, name: str) -> TpuPoolConfig | None:
+        return next((p for p in self.tpu_pools if p.name == name), None)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading: raw Pulumi config -> StackConfig, or one ConfigError listing every problem.
+
+_HINTS = {
+    "slices": "a slice is one node pool; use 1 or more",
+    "capacity": "pick exactly one capacity mode per pool",
+    "project": "the GCP project id, e.g. acme-ml",
+    "region": "a GCP region such as us-east5",
+}
+
+
+def config_path(loc: tuple[Any, ...]) -> str:
+    """('tpuplane:tpuPools', 1, 'slices') -> 'tpuplane:tpuPools[1].slices'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _problem_from_pydantic(err: Mapping[str, Any]) -> Problem:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    field = next((p for p in reversed(loc) if isinstance(p, str)), "")
+    allowed = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        allowed = "no such key: check the spelling against the config reference in README.md"
+    elif err["type"] == "missing":
+        allowed = "a value: this key is required"
+    return Problem(config_path(loc), err.get("input"), allowed, _HINTS.get(field, ""))
+
+
+def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
+    """Validate the `config:` mapping of a Pulumi.<stack>.yaml (objects already parsed).
+
+    Keys of other namespaces (`gcp:zone`, `kubernetes:...`) are left to their providers; unknown
+    `tpuplane:` keys are errors.
+    """
+    known = {f.alias for f in StackConfig.model_fields.values()}
+    problems = [
+        Problem(key, "(a value)", f"one of {sorted(k for k in known if k.startswith('tpuplane:'))}",
+                "check the spelling of the key")
+        for key in raw
+        if key.startswith("tpuplane:") and key not in known
+    ]
+    picked = {k: v for k, v in raw.items() if k in known}
+    try:
+        cfg = StackConfig.model_validate(picked)
+    except ValidationError as exc:
+        raise ConfigError(problems + [_problem_from_pydantic(e) for e in exc.errors()]) from None
+    problems += stack_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Cross-field rules: what a single field validator cannot see.
+
+
+def stack_problems(cfg: StackConfig) -> list[Problem]:
+    """Every rule between fields, in config order. Pure: the same config gives the same list."""
+    problems = _cluster_problems(cfg)
+    problems += _duplicate_problems("tpuplane:tpuPools", [p.name for p in cfg.tpu_pools])
+    problems += _duplicate_problems("tpuplane:reservations", [r.name for r in cfg.reservations])
+    for i, res in enumerate(cfg.reservations):
+        problems += _reservation_problems(cfg, i, res)
+    for i, pool in enumerate(cfg.tpu_pools):
+        problems += _pool_problems(cfg, i, pool)
+    problems += _reservation_fit_problems(cfg)
+    if not problems:  # the sections below read resolved pools
+        problems += kueue_problems(cfg)
+        problems += pathways_problems(cfg)
+    return problems
+
+
+def _cluster_problems(cfg: StackConfig) -> list[Problem]:
+    problems = []
+    if not cfg.cluster.zone.startswith(cfg.region + "-"):
+        problems.append(Problem("tpuplane:cluster.zone", cfg.cluster.zone, f"a zone of region {cfg.region}",
+                                f"e.g. {cfg.region}-b, or change gcp:region"))
+    sa = node_service_account_id(cfg.cluster.name)
+    if len(sa) > SERVICE_ACCOUNT_ID_MAX:
+        problems.append(Problem("tpuplane:cluster.name", cfg.cluster.name,
+                                f"at most {SERVICE_ACCOUNT_ID_MAX - len(sa) + len(cfg.cluster.name)} characters",
+                                f"the node service account id '{sa}' must fit in {SERVICE_ACCOUNT_ID_MAX} characters"))
+    if cfg.cluster.cpu_pool.min_nodes > cfg.cluster.cpu_pool.max_nodes:
+        problems.append(Problem("tpuplane:cluster.cpuPool.minNodes", cfg.cluster.cpu_pool.min_nodes,
+                                f"at most maxNodes ({cfg.cluster.cpu_pool.max_nodes})"))
+    return problems
+
+
+def _duplicate_problems(path: str, names: list[str]) -> list[Problem]:
+    seen: set[str] = set()
+    problems = []
+    for i, name in enumerate(names):
+        if name in seen:
+            problems.append(Problem(f"{path}[{i}].name", name, "a name not used by another entry",
+                                    "names become node pool and resource names, which must be unique"))
+        seen.add(name)
+    return problems
+
+
+def _tpu_type_problem(path: str, tpu_type: str, machine_type: str | None) -> Problem | None:
+    """The catalog's own error, re-pointed at the user's config path (`...tpuType` or `...machineType`)."""
+    try:
+        resolve_tpu_type(tpu_type, machine_type=machine_type)
+    except ConfigError as exc:
+        problem = exc.problems[0]
+        return Problem(f"{path.rsplit('.', 1)[0]}.{problem.path}", problem.given, problem.allowed, problem.hint)
+    return None
+
+
+def _reservation_problems(cfg: StackConfig, i: int, res: ReservationConfig) -> list[Problem]:
+    path = f"tpuplane:reservations[{i}]"
+    problems = []
+    if not DNS_LABEL.fullmatch(res.name) or len(res.name) > 63:
+        problems.append(Problem(f"{path}.name", res.name, "a lowercase name of at most 63 characters: a-z, 0-9, '-'"))
+    bad_type = _tpu_type_problem(f"{path}.tpuType", res.tpu_type, res.machine_type)
+    if bad_type:
+        problems.append(bad_type)
+    if res.zone is not None and res.zone != cfg.cluster.zone:
+        problems.append(Problem(f"{path}.zone", res.zone, f"the cluster's zone {cfg.cluster.zone}",
+                                "the TPU pools that consume it run in the cluster's zone"))
+    return problems
+
+
+def _pool_problems(cfg: StackConfig, i: int, pool: TpuPoolConfig) -> list[Problem]:
+    path = f"tpuplane:tpuPools[{i}]"
+    problems = []
+    longest = node_pool_name(pool.name, pool.slices - 1)
+    if not DNS_LABEL.fullmatch(pool.name):
+        problems.append(Problem(f"{path}.name", pool.name, "lowercase letters, digits and '-', starting with a letter"))
+    elif len(longest) > GKE_NAME_MAX:
+        problems.append(Problem(f"{path}.name", pool.name,
+                                f"at most {GKE_NAME_MAX - len(longest) + len(pool.name)} characters with "
+                                f"{pool.slices} slices", f"node pool names such as '{longest}' must fit in "
+                                                         f"{GKE_NAME_MAX} characters"))
+    bad_type = _tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
+    if bad_type:
+        return problems + [bad_type]
+    problems += _capacity_problems(cfg, path, pool)
+    return problems
+
+
+def _capacity_problems(cfg: StackConfig, path: str, pool: TpuPoolConfig) -> list[Problem]:
+    """GKE's rules between capacity modes and pool fields (Cluster Toolkit's preconditions, as errors)."""
+    problems = []
+    if pool.capacity is Capacity.RESERVATION:
+        if not pool.reservation:
+            problems.append(Problem(f"{path}.reservation", None, "a reservation name, or "
+                                    "projects/P/reservations/R[/reservationBlocks/B]",
+                                    "capacity: reservation consumes a specific reservation"))
+        elif not RESERVATION_PATH.fullmatch(pool.reservation):
+            problems.append(Problem(f"{path}.reservation", pool.reservation,
+                                    "NAME or projects/P/reservations/R[/reservationBlocks/B[/reservationSubBlocks/S]]"))
+    elif pool.reservation:
+        problems.append(Problem(f"{path}.reservation", pool.reservation,
+                                f"no reservation with capacity {pool.capacity.value}",
+                                "set capacity: reservation to consume it, or remove the key "
+                                "(GKE rejects spot, flex-start and queued pools with a reservation affinity)"))
+    if pool.max_run_duration and pool.capacity not in (Capacity.FLEX_START, Capacity.QUEUED):
+        problems.append(Problem(f"{path}.maxRunDuration", pool.max_run_duration,
+                                "only with capacity flex-start or queued",
+                                "other capacity modes keep nodes until you remove them"))
+    if pool.capacity in (Capacity.SPOT, Capacity.FLEX_START, Capacity.QUEUED) and pool.maintenance_interval == "PERIODIC":
+        problems.append(Problem(f"{path}.maintenanceInterval", "PERIODIC", "AS_NEEDED with capacity "
+                                f"{pool.capacity.value}", "PERIODIC maintenance needs a reservation that has it"))
+    return problems
+
+
+def _reservation_fit_problems(cfg: StackConfig) -> list[Problem]:
+    """A pool that consumes a reservation this stack declares must fit it: same machine, enough VMs."""
+    problems = []
+    demand: dict[str, int] = {}
+    for i, pool in enumerate(cfg.tpu_pools):
+        if pool.capacity is not Capacity.RESERVATION or not pool.reservation or "/" in pool.reservation:
+            continue
+        res = cfg.reservation_by_name(pool.reservation)
+        if res is None:
+            continue  # an existing reservation outside this stack: GKE checks it at create time
+        try:
+            pool_spec, res_spec = pool.spec, res.spec
+        except ConfigError:
+            continue  # already reported
+        if res_spec.machine_type != pool_spec.machine_type:
+            problems.append(Problem(f"tpuplane:tpuPools[{i}].reservation", pool.reservation,
+                                    f"a reservation of {pool_spec.machine_type} machines",
+                                    f"reservation '{res.name}' holds {res_spec.machine_type} "
+                                    f"({res.tpu_type}); reserve {pool.tpu_type} or change the pool"))
+            continue
+        demand[res.name] = demand.get(res.name, 0) + pool.slices * pool_spec.vms_per_slice
+    for j, res in enumerate(cfg.reservations):
+        needed = demand.get(res.name, 0)
+        if needed > res.slices * res.spec.vms_per_slice:
+            problems.append(Problem(f"tpuplane:reservations[{j}].slices", res.slices,
+                                    f"at least {-(-needed // res.spec.vms_per_slice)} slices",
+                                    f"the pools consuming '{res.name}' need {needed} VMs of {res.spec.machine_type}"))
+    return problems

@@ -1,0 +1,28 @@
+"""Naming rules: every name tpuplane derives, and the limits GKE, IAM and Kubernetes put on them.
+
+Names are derived in one place so that a node pool, its Kueue flavor and a JobSet selector can never disagree.
+"""
+
+from __future__ import annotations
+
+import re
+
+DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+GKE_NAME_MAX = 40  # GKE cluster and node pool names
+SERVICE_ACCOUNT_ID_MAX = 30  # IAM service account ids: 6 to 30 characters
+K8S_LABEL_VALUE_MAX = 63
+
+
+def node_pool_name(group: str, slice_index: int) -> str:
+    """One GKE node pool per slice, named by slice index so resizing adds or removes only the tail."""
+    return f"{group}-{slice_index}"
+
+
+def node_service_account_id(cluster: str) -> str:
+    """The dedicated least-privilege service account of the cluster's nodes."""
+    return f"{cluster}-nodes"
+
+
+def workload_policy_name(cluster: str, group: str) -> str:
+    """The workload-policy ResourcePolicy that tpu7/tpu7x multi-host pools reference instead of COMPACT."""
+    return f"{cluster}-{group}-wp"

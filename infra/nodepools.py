@@ -1,0 +1,147 @@
+"""Planning of TPU slice pools: every GKE node pool field decided as data, before any resource exists.
+
+One pool per slice, named by slice index, so resizing 4 -> 8 adds pools 4..7 and 8 -> 6 removes the last two;
+nothing else is touched. The capacity-mode rules follow GKE (and Cluster Toolkit's preconditions): each plan
+here is valid by construction, and `TpuSlicePool` turns it into `gcp.container.NodePool` arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.config import Capacity, StackConfig, TpuPoolConfig
+from tpuplane.infra.naming import workload_policy_name
+from tpuplane.infra.scheduling import pool_node_labels, pool_taints, slice_chips
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+TPU_MAX_PODS_PER_NODE = 15  # one workload pod per TPU VM plus daemons; saves pod IP space at scale (xpk)
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """Per-zone limits: GKE validates multi-host slices against the per-zone max, not the total."""
+
+    min_node_count: int
+    max_node_count: int
+    location_policy: str = "ANY"
+
+
+@dataclass(frozen=True)
+class ReservationAffinity:
+    consume_reservation_type: str  # NO_RESERVATION | SPECIFIC_RESERVATION
+    key: str | None = None
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadPolicyPlan:
+    """tpu7/tpu7x multi-host slices: a HIGH_THROUGHPUT workload policy instead of COMPACT placement."""
+
+    name: str
+    accelerator_topology: str
+
+
+@dataclass(frozen=True)
+class SlicePoolPlan:
+    """One GKE node pool = one TPU slice."""
+
+    group: str
+    index: int
+    name: str
+    machine_type: str
+    node_count: int | None  # static size; None when the pool autoscales from zero (flex-start, queued)
+    autoscaling: Autoscaling | None
+    placement_type: str | None  # COMPACT for v4/v5e/v5p/v6e multi-host
+    tpu_topology: str | None  # multi-host only: single-host pools must carry none
+    workload_policy: WorkloadPolicyPlan | None
+    spot: bool
+    flex_start: bool
+    max_run_duration: str | None
+    queued_provisioning: bool
+    reservation_affinity: ReservationAffinity | None
+    reservation_in_stack: str | None  # name of a reservation this stack creates, to depend on
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    auto_repair: bool
+    auto_upgrade: bool
+    maintenance_interval: str
+    max_pods_per_node: int
+    disk_size_gb: int | None
+    disk_type: str | None
+    chips: int
+
+
+@dataclass(frozen=True)
+class PoolGroupPlan:
+    """A config entry of `tpuplane:tpuPools`: its slices' pools and the policy they share."""
+
+    config: TpuPoolConfig
+    spec: TpuSpec
+    workload_policy: WorkloadPolicyPlan | None
+    pools: list[SlicePoolPlan] = field(default_factory=list)
+
+    @property
+    def chips(self) -> int:
+        return slice_chips(self.spec, self.config.slices)
+
+
+def _reservation_affinity(pool: TpuPoolConfig) -> ReservationAffinity | None:
+    if pool.capacity is Capacity.RESERVATION:
+        return ReservationAffinity("SPECIFIC_RESERVATION", RESERVATION_KEY, (pool.reservation or "",))
+    if pool.capacity is Capacity.ON_DEMAND:
+        return None  # GKE's default; the pool may use any matching reservation
+    return ReservationAffinity("NO_RESERVATION")  # GKE rejects spot, flex-start and queued with a reservation
+
+
+def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
+    """Every pool of one config entry. Pure: the same config gives the same plan."""
+    spec = pool.spec
+    policy = (WorkloadPolicyPlan(workload_policy_name(cfg.cluster.name, pool.name), spec.topology)
+              if spec.needs_workload_policy else None)
+    from_zero = pool.capacity in (Capacity.FLEX_START, Capacity.QUEUED)
+    in_stack = (pool.reservation if pool.capacity is Capacity.RESERVATION and pool.reservation
+                and cfg.reservation_by_name(pool.reservation) else None)
+    pools = [
+        SlicePoolPlan(
+            group=pool.name,
+            index=i,
+            name=name,
+            machine_type=spec.machine_type,
+            node_count=None if from_zero else spec.vms_per_slice,
+            autoscaling=Autoscaling(0, spec.vms_per_slice) if from_zero else None,
+            placement_type="COMPACT" if spec.multi_host and policy is None else None,
+            tpu_topology=spec.topology if spec.multi_host else None,
+            workload_policy=policy,
+            spot=pool.capacity is Capacity.SPOT,
+            flex_start=pool.capacity is Capacity.FLEX_START,
+            max_run_duration=pool.max_run_duration,
+            queued_provisioning=pool.capacity is Capacity.QUEUED,
+            reservation_affinity=_reservation_affinity(pool),
+            reservation_in_stack=in_stack,
+            labels=pool_node_labels(pool.capacity.value),
+            taints=pool_taints(),
+            # Flex-start and queued nodes are released, not repaired (GKE rejects auto-repair on them).
+            auto_repair=not from_zero,
+            auto_upgrade=True,  # required by release channels; freeze upgrades with a maintenance exclusion
+            maintenance_interval=pool.maintenance_interval,
+            max_pods_per_node=TPU_MAX_PODS_PER_NODE,
+            disk_size_gb=pool.disk_size_gb,
+            disk_type=pool.disk_type,
+            chips=slice_chips(spec, 1),
+        )
+        for i, name in enumerate(pool.node_pool_names)
+    ]
+    return PoolGroupPlan(pool, spec, policy, pools)
+
+
+def plan_tpu_pools(cfg: StackConfig) -> list[PoolGroupPlan]:
+    return [plan_pool_group(cfg, pool) for pool in cfg.tpu_pools]
+
+
+def chips_by_generation(groups: list[PoolGroupPlan]) -> dict[str, int]:
+    """Total TPU chips per generation: the stack output platform teams watch."""
+    totals: dict[str, int] = {}
+    for group in groups:
+        totals[group.spec.generation] = totals.get(group.spec.generation, 0) + group.chips
+    return dict(sorted(totals.items()))

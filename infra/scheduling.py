@@ -1,0 +1,78 @@
+"""How TPU pods land on TPU nodes: the labels, taints, selectors, tolerations and limits that must agree
+across node pools, Kueue flavors and JobSet pod templates. One definition, used by all three.
+"""
+
+from __future__ import annotations
+
+from tpuplane.infra.catalog import TpuSpec
+
+TPU_RESOURCE = "google.com/tpu"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+SPOT_LABEL = "cloud.google.com/gke-spot"
+QUEUED_LABEL = "cloud.google.com/gke-queued"
+PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+TPU_TAINT_KEY = TPU_RESOURCE
+TPU_TAINT_VALUE = "present"
+QUEUED_TAINT_KEY = QUEUED_LABEL
+
+# Capacity modes whose nodes carry a label (and for queued, a taint) that workloads must select/tolerate.
+_CAPACITY_LABELS = {"spot": {SPOT_LABEL: "true"}, "queued": {QUEUED_LABEL: "true"}}
+
+
+def tpu_node_labels(spec: TpuSpec, capacity: str) -> dict[str, str]:
+    """Labels every node of a TPU pool carries, set explicitly so selectors never depend on GKE defaults."""
+    labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology}
+    labels.update(_CAPACITY_LABELS.get(capacity, {}))
+    return dict(sorted(labels.items()))
+
+
+def pool_node_labels(capacity: str) -> dict[str, str]:
+    """The node labels tpuplane sets on a pool itself; GKE sets the TPU and spot labels on its own.
+
+    Queued-provisioning nodes get their taint from GKE, but the label only if the pool declares it
+    (Cluster Toolkit's practice), and workloads need it to select those nodes.
+    """
+    return dict(_CAPACITY_LABELS["queued"]) if capacity == "queued" else {}
+
+
+def pool_taints() -> list[dict[str, str]]:
+    """The taint every TPU pool carries (GKE enum spelling), so only pods that ask for TPUs land there."""
+    return [{"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
+
+
+def tpu_node_taints(capacity: str) -> list[dict[str, str]]:
+    """Kubernetes taints (pod-side effect names) a TPU pool carries: only TPU pods land there."""
+    taints = [{"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NoSchedule"}]
+    if capacity == "queued":
+        taints.append({"key": QUEUED_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
+    return taints
+
+
+def tpu_node_selector(spec: TpuSpec, capacity: str, placement_policy: str | None = None) -> dict[str, str]:
+    """What a TPU pod selects: the same labels the pool's nodes carry, plus the workload policy if any."""
+    selector = tpu_node_labels(spec, capacity)
+    if placement_policy:
+        selector[PLACEMENT_POLICY_LABEL] = placement_policy
+    return dict(sorted(selector.items()))
+
+
+def tpu_tolerations(capacity: str) -> list[dict[str, str]]:
+    """Tolerations matching `tpu_node_taints`."""
+    return [
+        {"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]}
+        for t in tpu_node_taints(capacity)
+    ]
+
+
+def tpu_resources(spec: TpuSpec) -> dict[str, dict[str, int]]:
+    """A TPU container asks for every chip of its VM: one pod per VM."""
+    return {"limits": {TPU_RESOURCE: spec.chips_per_vm}, "requests": {TPU_RESOURCE: spec.chips_per_vm}}
+
+
+def slice_chips(spec: TpuSpec, slices: int) -> int:
+    """Kueue's quota formula: slices x VMs per slice x chips per VM."""
+    return slices * spec.vms_per_slice * spec.chips_per_vm
