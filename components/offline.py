@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 import pulumi
 from pulumi.runtime import mocks as _mocks
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime import settings as _settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
@@ -102,21 +103,30 @@ class PlanMocks(pulumi.runtime.Mocks):
 
 
 class _RecordingMonitor(_mocks.MockMonitor):
-    """The mock monitor, also keeping what `Mocks.new_resource` is not told: parent and dependencies."""
+    """The mock monitor, also keeping what `Mocks.new_resource` is not told: parent and dependencies.
+
+    Mirrors `MockMonitor.RegisterResource`, deserializing the inputs once for both the mocks and the record.
+    """
 
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.recorded: list[PlannedResource] = []
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
-            self.recorded.append(PlannedResource(
-                urn=response.urn, type=request.type, name=request.name, parent=request.parent,
-                inputs=normalize(inputs), depends_on=tuple(sorted(set(request.dependencies))),
-                custom=bool(request.custom)))
-        return response
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type == "pulumi:pulumi:Stack":
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        _mocks._ensure_event_loop()
+        inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
+        id_, state = self.mocks.new_resource(pulumi.runtime.MockResourceArgs(
+            typ=request.type, name=request.name, inputs=inputs, provider=request.provider,
+            resource_id=request.importId, custom=request.custom or False))
+        self.resources[urn] = _mocks.MockMonitor.ResourceRegistration(urn, id_, state)
+        self.recorded.append(PlannedResource(
+            urn=urn, type=request.type, name=request.name, parent=request.parent, inputs=normalize(inputs),
+            depends_on=tuple(sorted(set(request.dependencies))), custom=bool(request.custom)))
+        obj_proto = _sync_await(pulumi.runtime.rpc.serialize_properties(state, {}))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj_proto)
 
 
 def config_strings(config: Mapping[str, Any]) -> dict[str, str]:

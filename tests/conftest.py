@@ -1,0 +1,46 @@
+"""Shared fixtures: stack configs as users write them, and the real stack program run under Pulumi's mocks."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+STACKS = REPO / "stacks"
+
+# The issue's minimal config: must be accepted as it is.
+MINIMAL_CONFIG: dict[str, Any] = {
+    "gcp:project": "acme-ml",
+    "gcp:region": "us-east5",
+    "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b"},
+    "tpuplane:tpuPools": [
+        {"name": "train", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"},
+        {"name": "big", "tpuType": "v5p-128", "slices": 2, "capacity": "reservation", "reservation": "v5p-res"},
+    ],
+    "tpuplane:reservations": [{"name": "v5p-res", "tpuType": "v5p-128", "slices": 2}],
+}
+
+
+@pytest.fixture
+def raw_config() -> dict[str, Any]:
+    """A fresh deep copy of the minimal config, for tests to break one field at a time."""
+    return copy.deepcopy(MINIMAL_CONFIG)
+
+
+def stack_file_config(stack: str) -> dict[str, Any]:
+    return yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text())["config"]
+
+
+@pytest.fixture
+def plan_stack() -> Callable[..., Any]:
+    """Run stacks/__main__.py under mocks (GCP and Kubernetes cannot exist here) and return the Plan."""
+    from tpuplane.components.offline import run_program_file
+
+    def run(config: dict[str, Any], stack: str = "test"):
+        return run_program_file(STACKS / "__main__.py", config, project="tpuplane", stack=stack)
+
+    return run
