@@ -1,0 +1,500 @@
+"""Run colocated functions in a separate Python process before deploying them to a sidecar.
+
+On Pathways a colocated function is cloudpickled on the client and run in the sidecar image, so what breaks
+there is what an in-process test never sees: a closure that cannot be pickled, a module the image lacks, a result
+that cannot travel back, a version skew. `LocalSidecar` reproduces that boundary on one machine: a worker process
+(optionally in a venv built from the sidecar's requirements file) that receives cloudpickled calls over loopback.
+
+Design: the client listens and the worker dials back. The port is then known before the worker starts (no
+port-report channel through the worker's stdout, which imports and user code may write to), and the client can
+wait on one selector for "the worker connected" or "the worker exited" (a pidfd), so a worker that dies during
+start-up is reported at once with its exit status instead of after a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime.sidecar_protocol import ProtocolError, SidecarError
+
+__all__ = [
+    "Capabilities", "LocalSidecar", "ProtocolError", "RemoteError", "SidecarDied", "SidecarError",
+    "SidecarPicklingError", "SidecarStartError", "SidecarVersionMismatch", "ensure_sidecar_venv",
+    "pickled_by_value", "resolve_target", "run_target",
+]
+
+WORKER_MODULE = "tpuplane.runtime.sidecar_worker"
+
+
+class SidecarStartError(SidecarError):
+    """The worker never completed the handshake: it exited first (returncode set) or did not connect in time."""
+
+    def __init__(self, message: str, returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
+class SidecarVersionMismatch(SidecarError):
+    """The worker breaks the lock-step rule, so pickled functions cannot be trusted to travel."""
+
+    def __init__(self, mismatches: Sequence[str]) -> None:
+        super().__init__(
+            "sidecar worker breaks the lock-step rule (jax and jaxlib identical, Python major.minor identical, "
+            "cloudpickle identical): " + "; ".join(mismatches)
+            + ". Pin the client's versions in the sidecar requirements or rebuild the image."
+        )
+        self.mismatches = list(mismatches)
+
+
+class SidecarDied(SidecarError):
+    """The worker process ended while the client waited for it."""
+
+    def __init__(self, message: str, returncode: int | None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
+class SidecarPicklingError(SidecarError):
+    """The call could not be pickled on the client; the message names the object that could not."""
+
+
+class RemoteError(SidecarError):
+    """The call failed inside the worker. `phase` says where: load (unpickling the call: usually a module missing
+    from the sidecar environment), run (the function raised) or dump (the result cannot be pickled)."""
+
+    def __init__(self, exc_type: str, message: str, remote_traceback: str, phase: str) -> None:
+        super().__init__(f"{exc_type}: {message} (in the sidecar worker, {_PHASES.get(phase, phase)})\n"
+                         f"--- remote traceback ---\n{remote_traceback}")
+        self.exc_type = exc_type
+        self.remote_message = message
+        self.remote_traceback = remote_traceback
+        self.phase = phase
+
+
+_PHASES = {
+    "load": "while unpickling the call: is a module the function needs missing from the sidecar environment?",
+    "run": "while running the function",
+    "dump": "while pickling the result",
+    "protocol": "rejecting the request",
+}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the worker process can use, as it reports it."""
+
+    pid: int
+    python: str
+    platform: str
+    cpu_count: int | None
+    usable_cpus: int | None
+    memory_total_bytes: int
+    memory_available_bytes: int | None
+    jax_devices: tuple[dict[str, Any], ...] | None  # None unless asked for with probe(jax=True)
+    jax_error: str | None  # why jax could not list devices, when asked
+
+
+class LocalSidecar:
+    """A worker process that runs cloudpickled calls, like a colocated-Python sidecar.
+
+    `python` is the worker's interpreter (default: this one). With `venv_requirements`, the worker runs in a venv
+    built from that file with `python`, cached by its content (see `ensure_sidecar_venv`). `env` adds variables
+    to the worker's environment (e.g. XLA_FLAGS). `worker_args` are passed to the worker module; only tests use
+    them (`--fault`, `--report-versions`).
+    """
+
+    def __init__(
+        self,
+        python: str | os.PathLike[str] | None = None,
+        venv_requirements: Path | None = None,
+        *,
+        venv_cache_dir: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        connect_timeout: float = 30.0,
+        shutdown_timeout: float = 5.0,
+        worker_args: Sequence[str] = (),
+    ) -> None:
+        interpreter = str(python or sys.executable)
+        if venv_requirements is not None:
+            interpreter = str(ensure_sidecar_venv(Path(venv_requirements), python=interpreter,
+                                                  cache_dir=venv_cache_dir))
+        self.python = interpreter
+        self.connect_timeout = connect_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.versions: protocol.RuntimeVersions | None = None  # the worker's, once the handshake is done
+        self._command = [interpreter, "-m", WORKER_MODULE, *worker_args]
+        self._extra_env = dict(env or {})
+        self._process: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._pidfd: int | None = None
+        # One selector for the whole life of the worker (its pidfd, then the listener, then the connection):
+        # building one per wait would cost five system calls per request.
+        self._selector = selectors.DefaultSelector()
+        self._next_id = 1
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    def start(self) -> LocalSidecar:
+        """Spawn the worker, wait for it to connect and check its hello. Closes the worker on any failure."""
+        if self._process is not None:
+            return self
+        token = secrets.token_hex(16)
+        with socket.create_server(("127.0.0.1", 0), backlog=1) as listener:
+            port = listener.getsockname()[1]
+            env = {**os.environ, **self._extra_env, protocol.TOKEN_ENV: token,
+                   # The real sidecar has none of the client's working directory: do not import from it either.
+                   "PYTHONSAFEPATH": "1"}
+            self._process = subprocess.Popen([*self._command, "--connect", f"127.0.0.1:{port}"], env=env)
+            self._pidfd = _open_pidfd(self._process.pid)
+            if self._pidfd is not None:
+                self._selector.register(self._pidfd, selectors.EVENT_READ)
+            try:
+                self._sock = self._accept(listener)
+                self._handshake(token)
+            except BaseException:
+                self._terminate()
+                raise
+        return self
+
+    def _accept(self, listener: socket.socket) -> socket.socket:
+        deadline = time.monotonic() + self.connect_timeout
+        self._selector.register(listener, selectors.EVENT_READ)
+        try:
+            if not self._wait_readable(listener, deadline):
+                raise SidecarStartError(
+                    f"sidecar worker (pid {self.pid}) did not connect within {self.connect_timeout:g} s; killed it "
+                    f"(command: {' '.join(self._command)})"
+                )
+        finally:
+            self._selector.unregister(listener)
+        sock, _ = listener.accept()
+        protocol.configure_socket(sock)
+        self._selector.register(sock, selectors.EVENT_READ)
+        return sock
+
+    def _handshake(self, token: str) -> None:
+        deadline = time.monotonic() + self.connect_timeout
+        if not self._wait_readable(self._connection(), deadline):
+            raise SidecarStartError(f"sidecar worker (pid {self.pid}) connected but sent no hello within "
+                                    f"{self.connect_timeout:g} s")
+        hello = self._receive()
+        if hello.type != protocol.HELLO:
+            raise ProtocolError(f"expected hello from the sidecar worker, got {hello.type!r}")
+        if not secrets.compare_digest(str(hello.header.get("token", "")), token):
+            raise ProtocolError("the process that connected did not present this sidecar's token")
+        versions = protocol.RuntimeVersions.from_json(hello.header.get("versions"))
+        mismatches = protocol.lockstep_mismatches(protocol.local_versions(), versions)
+        if hello.header.get("protocol") != protocol.PROTOCOL_VERSION:
+            mismatches.insert(0, f"protocol: client {protocol.PROTOCOL_VERSION}, worker {hello.header.get('protocol')}")
+        if mismatches:
+            raise SidecarVersionMismatch(mismatches)
+        self.versions = versions
+
+    def close(self) -> None:
+        """Ask the worker to shut down, kill it if it does not, and reap it. Safe to call any number of times."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sock is not None and self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(SidecarError, OSError):
+                self._request({"type": protocol.SHUTDOWN}, expect=protocol.BYE,
+                              deadline=time.monotonic() + self.shutdown_timeout)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(self.shutdown_timeout)
+        self._terminate()
+
+    def _terminate(self) -> None:
+        """Kill (if still running) and reap the worker, release the socket and the pidfd."""
+        self._closed = True
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+        if self._process is not None:
+            self._process.wait()
+        if self._sock is not None:
+            self._sock.close()
+        self._selector.close()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def __enter__(self) -> LocalSidecar:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.poll() if self._process is not None else None
+
+    # -- requests ----------------------------------------------------------------------------------------------
+
+    def probe(self, *, jax: bool = False) -> Capabilities:
+        """CPUs and memory of the worker; with `jax=True` also its jax devices (this imports jax in the worker)."""
+        reply = self._request({"type": protocol.CAPABILITY_PROBE, "jax": jax}, expect=protocol.CAPABILITIES)
+        fields = {name: reply.header.get(name) for name in Capabilities.__dataclass_fields__}
+        if fields["jax_devices"] is not None:
+            fields["jax_devices"] = tuple(fields["jax_devices"])
+        return Capabilities(**fields)
+
+    def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` in the worker and return its result, unpickled here."""
+        try:
+            frames = protocol.dump_payload((fn, args, kwargs))
+        except Exception as exc:
+            raise SidecarPicklingError(_describe_unpicklable(fn, args, kwargs, exc)) from exc
+        reply = self._request({"type": protocol.CALL, "function": _name_of(fn)}, frames, expect=protocol.RESULT)
+        return protocol.load_payload(reply.frames)
+
+    def _request(self, header: dict[str, Any], frames: Sequence[Any] = (), *, expect: str,
+                 deadline: float | None = None) -> protocol.Message:
+        """Send one request and return its reply. A dead worker or a broken stream closes this sidecar."""
+        if self._closed and header["type"] != protocol.SHUTDOWN:
+            raise SidecarError("this LocalSidecar is closed")
+        sock = self._connection()
+        request_id = self._next_id
+        self._next_id += 1
+        what = header.get("function") or header["type"]
+        try:
+            try:
+                protocol.send_message(sock, {**header, "id": request_id}, frames)
+            except OSError as exc:
+                raise self._died(f"while sending {what}") from exc
+            if not self._wait_readable(sock, deadline):
+                raise SidecarError(f"sidecar worker (pid {self.pid}) did not answer {what} in time")
+            reply = self._receive(during=what)
+            if reply.header.get("id") != request_id:
+                raise ProtocolError(
+                    f"reply to request {request_id} ({what}) carries id {reply.header.get('id')!r}")
+        except SidecarError:
+            self._terminate()
+            raise
+        if reply.type == protocol.ERROR:
+            raise RemoteError(str(reply.header.get("exc_type")), str(reply.header.get("message")),
+                              str(reply.header.get("traceback")), str(reply.header.get("phase")))
+        if reply.type != expect:
+            self._terminate()
+            raise ProtocolError(f"expected {expect!r} in reply to {what}, got {reply.type!r}")
+        return reply
+
+    def _receive(self, during: str = "the handshake") -> protocol.Message:
+        try:
+            return protocol.recv_message(self._connection())
+        except (protocol.PeerClosed, ConnectionResetError) as exc:
+            raise self._died(f"during {during}") from exc
+
+    def _connection(self) -> socket.socket:
+        if self._sock is None:
+            raise SidecarError("LocalSidecar is not started: use start() or `with LocalSidecar() as sidecar:`")
+        return self._sock
+
+    def _died(self, when: str) -> SidecarDied:
+        """The stream broke: the worker is exiting, so wait briefly for its status, then kill and reap it."""
+        assert self._process is not None
+        try:
+            returncode: int | None = self._process.wait(self.shutdown_timeout)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        self._terminate()
+        status = "still running after closing its connection; killed it" if returncode is None else (
+            _describe_status(returncode))
+        return SidecarDied(f"sidecar worker (pid {self.pid}) died {when}: {status}", returncode)
+
+    def _wait_readable(self, sock: socket.socket, deadline: float | None) -> bool:
+        """Wait until `sock` is readable (True) or the deadline passes (False); raise if the worker exits first.
+
+        Polls the socket and the process together, so an exit is seen at once. A reply already written by a
+        worker that then exited is still read: the socket stays readable after the process is gone.
+        """
+        assert self._process is not None
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if self._pidfd is None:  # no pidfd on this platform: look at the process every 50 ms
+                timeout = 0.05 if timeout is None else min(timeout, 0.05)
+            ready = {key.fileobj for key, _ in self._selector.select(timeout)}
+            if sock in ready:
+                return True
+            returncode = self._process.poll()
+            if returncode is not None:
+                if self._sock is None:
+                    raise SidecarStartError(
+                        f"sidecar worker (pid {self.pid}) exited before connecting: "
+                        f"{_describe_status(returncode)} (command: {' '.join(self._command)})", returncode)
+                return True  # what is left in the connection is read, then its end reports the death
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3
+        return None
+
+
+def _describe_status(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def _name_of(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _describe_unpicklable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception) -> str:
+    """Find which part of the call cannot be pickled: the function, a variable it captures, or an argument."""
+    suspects: list[tuple[str, Any]] = []
+    with contextlib.suppress(TypeError, ValueError):
+        captured = inspect.getclosurevars(fn)
+        suspects += [(f"variable {name!r} captured by {_name_of(fn)}", value)
+                     for name, value in {**captured.globals, **captured.nonlocals}.items()
+                     if not isinstance(value, types.ModuleType)]
+    suspects += [(f"argument {index}", value) for index, value in enumerate(args)]
+    suspects += [(f"keyword argument {name!r}", value) for name, value in kwargs.items()]
+    for label, value in suspects:
+        try:
+            cloudpickle.dumps(value)
+        except Exception as inner:  # noqa: BLE001 - any failure names the culprit
+            return f"cannot pickle {label} = {_short_repr(value)} for the sidecar: {inner}"
+    return f"cannot pickle function {_name_of(fn)} = {_short_repr(fn)} for the sidecar: {exc}"
+
+
+def _short_repr(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- running one function ---------------------------------------------------------------------------------------
+
+
+def resolve_target(target: str) -> Callable[..., Any]:
+    """'package.module:function' -> the function, imported here like `python -m` would (cwd importable)."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"target must be 'module:function', got {target!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    obj: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{target!r} is not callable: {_short_repr(obj)}")
+    return obj
+
+
+def run_target(target: str, *args: Any, sidecar: LocalSidecar | None = None, **kwargs: Any) -> Any:
+    """Run `module:function(*args, **kwargs)` in a sidecar worker (a fresh default one unless `sidecar` is given).
+
+    The function is pickled by reference, as it would be for a real sidecar: the worker imports its module, so a
+    module missing from the sidecar environment fails here as it would there (RemoteError, phase 'load').
+    """
+    fn = resolve_target(target)
+    if sidecar is not None:
+        return sidecar.call(fn, *args, **kwargs)
+    with LocalSidecar() as fresh:
+        return fresh.call(fn, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def pickled_by_value(module: types.ModuleType) -> Iterator[None]:
+    """Ship `module`'s functions by value while inside, e.g. a test module the sidecar cannot import."""
+    if module.__name__ in cloudpickle.list_registry_pickle_by_value() or sys.modules.get(module.__name__) is not module:
+        yield
+        return
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        yield
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+
+
+# -- the sidecar venv -------------------------------------------------------------------------------------------
+
+
+def default_venv_cache_dir() -> Path:
+    base = os.environ.get("TPUPLANE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tpuplane")
+    return Path(base) / "sidecar-venvs"
+
+
+def ensure_sidecar_venv(requirements: Path, *, python: str | None = None, cache_dir: Path | None = None) -> Path:
+    """Build (once) a venv holding `requirements` plus this package's runtime; return its interpreter.
+
+    The venv gets the client's jax, jaxlib and cloudpickle versions as pip constraints, the way the sidecar image
+    pins them: a requirement that contradicts them fails the build, as it would fail the image build. It is cached
+    under a hash of the requirements, the interpreter and the pinned versions; a file lock lets parallel test
+    workers share one build.
+    """
+    python = python or sys.executable
+    versions = protocol.local_versions()
+    pins = {name: getattr(versions, name) for name in ("jax", "jaxlib", "cloudpickle") if getattr(versions, name)}
+    ours = _this_package_requirement()
+    key = hashlib.sha256(json.dumps(
+        {"requirements": requirements.read_text(), "python": os.path.realpath(python), "pins": pins, "ours": ours},
+        sort_keys=True).encode()).hexdigest()[:16]
+    root = cache_dir or default_venv_cache_dir()
+    venv = root / key
+    interpreter = venv / "bin" / "python"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / ".complete").exists():
+            return interpreter
+        shutil.rmtree(venv, ignore_errors=True)  # a build that was interrupted
+        constraints = root / f"{key}.constraints.txt"
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(pins.items())))
+        _run([python, "-m", "venv", str(venv)])
+        _run([str(interpreter), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+              "-r", str(requirements), "-c", str(constraints), ours,
+              *(f"{name}=={version}" for name, version in sorted(pins.items()))])
+        _run([str(interpreter), "-m", "pip", "check"])
+        (venv / ".complete").write_text(key)
+    return interpreter
+
+
+def _this_package_requirement() -> str:
+    """Install tpuplane[runtime] from where this copy came from: its source tree, or the same version."""
+    distribution = metadata.distribution("tpuplane")
+    direct_url = json.loads(distribution.read_text("direct_url.json") or "{}")
+    url = direct_url.get("url", "")
+    if url.startswith("file://"):
+        return f"tpuplane[runtime] @ {url}"
+    return f"tpuplane[runtime]=={distribution.version}"
+
+
+def _run(command: list[str]) -> None:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SidecarError(f"building the sidecar venv failed: {' '.join(command)} exited "
+                           f"{result.returncode}\n{result.stdout}{result.stderr}")

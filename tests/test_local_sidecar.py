@@ -1,0 +1,333 @@
+"""LocalSidecar against real worker processes over real loopback sockets.
+
+Broken or skewed workers are real processes too: `--fault` and `--report-versions` (test-only worker flags) make
+the real worker misbehave, and `--report-versions` simulates a sidecar image built with other versions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tpuplane.cli.sidecar_run import sidecar_run_command
+from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime.local_sidecar import (
+    LocalSidecar,
+    RemoteError,
+    SidecarDied,
+    SidecarError,
+    SidecarPicklingError,
+    SidecarStartError,
+    SidecarVersionMismatch,
+    pickled_by_value,
+    run_target,
+)
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _ship_this_module_by_value():
+    """The worker cannot import this test module; its helper functions travel by value, as from a script."""
+    with pickled_by_value(sys.modules[__name__]):
+        yield
+
+
+@pytest.fixture
+def sidecar():
+    with LocalSidecar() as started:
+        yield started
+
+
+def assert_reaped(pid: int) -> None:
+    """waitpid fails for a pid that is no child of ours any more: the worker was reaped, no zombie is left."""
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def scale(values, *, factor=1):
+    return [value * factor for value in values]
+
+
+def fail(message):
+    raise ValueError(message)
+
+
+def sleep_after_marker(marker: str) -> None:
+    Path(marker).write_text("in call")
+    time.sleep(60)
+
+
+# -- handshake, probe, call --------------------------------------------------------------------------------------
+
+
+def test_local_sidecar_handshake_reports_worker_versions(sidecar):
+    assert sidecar.versions == protocol.local_versions()
+    assert sidecar.pid != os.getpid()
+
+
+def test_local_sidecar_probe_reports_cpus_and_memory_without_importing_jax(sidecar):
+    capabilities = sidecar.probe()
+    assert capabilities.pid == sidecar.pid
+    assert capabilities.cpu_count == os.cpu_count()
+    assert capabilities.memory_total_bytes == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert capabilities.jax_devices is None
+    assert sidecar.call(lambda: "jax" in sys.modules) is False
+
+
+def test_local_sidecar_probe_lists_jax_devices_when_asked(sidecar):
+    devices = sidecar.probe(jax=True).jax_devices
+    assert devices and {device["platform"] for device in devices} == {"cpu"}
+
+
+def test_local_sidecar_call_passes_args_and_kwargs(sidecar):
+    assert sidecar.call(scale, [1, 2], factor=3) == [3, 6]
+    assert sidecar.call(os.getpid) == sidecar.pid
+
+
+def test_local_sidecar_call_round_trips_64_mib(sidecar):
+    payload = os.urandom(64 << 20)
+    array = np.frombuffer(payload, dtype=np.uint8).reshape(8192, -1)
+    assert sidecar.call(lambda data: data, payload) == payload
+    assert np.array_equal(sidecar.call(lambda a: a, array), array)
+
+
+# -- errors from the function ------------------------------------------------------------------------------------
+
+
+def test_local_sidecar_remote_exception_carries_remote_traceback(sidecar):
+    with pytest.raises(RemoteError) as caught:
+        sidecar.call(fail, "boom")
+    error = caught.value
+    assert (error.exc_type, error.remote_message, error.phase) == ("builtins.ValueError", "boom", "run")
+    assert "in fail" in error.remote_traceback and "ValueError: boom" in error.remote_traceback
+    assert sidecar.call(scale, [1]) == [1]  # the worker survives its function's exception
+
+
+def test_local_sidecar_unpicklable_result_is_a_remote_error(sidecar):
+    with pytest.raises(RemoteError, match="lock") as caught:
+        sidecar.call(threading.Lock)
+    assert caught.value.phase == "dump"
+
+
+def test_local_sidecar_missing_dependency_fails_while_loading(sidecar, tmp_path, monkeypatch):
+    (tmp_path / "only_on_client.py").write_text("def answer():\n    return 42\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    import only_on_client
+
+    with pytest.raises(RemoteError, match="No module named 'only_on_client'") as caught:
+        sidecar.call(only_on_client.answer)
+    assert caught.value.phase == "load"
+
+
+def test_local_sidecar_unpicklable_closure_names_the_captured_variable(sidecar):
+    lock = threading.Lock()
+    with pytest.raises(SidecarPicklingError, match="variable 'lock' captured by .*<lambda>"):
+        sidecar.call(lambda: lock.locked())
+    assert sidecar.call(scale, [2]) == [2]  # nothing was sent: the worker is still usable
+
+
+def test_local_sidecar_unpicklable_keyword_argument_is_named(sidecar):
+    with pytest.raises(SidecarPicklingError, match="keyword argument 'factor'"):
+        sidecar.call(scale, [1], factor=threading.Lock())
+
+
+# -- a worker that dies or misbehaves ----------------------------------------------------------------------------
+
+
+def test_local_sidecar_worker_exiting_mid_call_raises_died_with_status(sidecar):
+    pid = sidecar.pid
+    with pytest.raises(SidecarDied, match="exit status 3") as caught:
+        sidecar.call(os._exit, 3)
+    assert caught.value.returncode == 3
+    assert_reaped(pid)
+
+
+def test_local_sidecar_worker_killed_from_outside_raises_died(sidecar, tmp_path):
+    marker = tmp_path / "in-call"
+
+    def kill_when_in_call():
+        while not marker.exists():
+            time.sleep(0.01)
+        os.kill(sidecar.pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_when_in_call)
+    killer.start()
+    with pytest.raises(SidecarDied, match="killed by signal SIGKILL") as caught:
+        sidecar.call(sleep_after_marker, str(marker))
+    killer.join()
+    assert caught.value.returncode == -signal.SIGKILL
+
+
+def test_local_sidecar_refuses_calls_after_the_worker_died(sidecar):
+    with pytest.raises(SidecarDied):
+        sidecar.call(os._exit, 1)
+    with pytest.raises(SidecarError, match="closed"):
+        sidecar.call(scale, [1])
+
+
+def test_local_sidecar_worker_exiting_before_connecting_reports_its_status(tmp_path):
+    """A venv without tpuplane: the worker module cannot even be imported, as in an image that lacks it."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare = LocalSidecar(python=tmp_path / "bare" / "bin" / "python", connect_timeout=30)
+    started = time.monotonic()
+    with pytest.raises(SidecarStartError, match="exited before connecting: exit status 1") as caught:
+        bare.start()
+    assert caught.value.returncode == 1
+    assert time.monotonic() - started < 10  # noticed when it exited, not at the 30 s accept deadline
+    assert_reaped(bare.pid)
+
+
+def test_local_sidecar_accept_timeout_kills_a_worker_that_never_connects():
+    silent = LocalSidecar(worker_args=["--fault", "never-connect"], connect_timeout=0.5)
+    with pytest.raises(SidecarStartError, match=r"did not connect within 0.5 s"):
+        silent.start()
+    assert silent.returncode == -signal.SIGKILL
+    assert_reaped(silent.pid)
+
+
+def test_local_sidecar_version_mismatch_names_the_skewed_package():
+    """--report-versions makes the real worker claim another jax, as a sidecar image built for it would."""
+    skewed = LocalSidecar(worker_args=["--report-versions", '{"jax": "0.4.35"}'])
+    with pytest.raises(SidecarVersionMismatch, match=r"jax: client \S+, worker 0.4.35") as caught:
+        skewed.start()
+    assert caught.value.mismatches == [f"jax: client {protocol.local_versions().jax}, worker 0.4.35"]
+    assert_reaped(skewed.pid)
+
+
+def test_local_sidecar_reply_with_wrong_request_id_is_a_protocol_error():
+    with LocalSidecar(worker_args=["--fault", "wrong-reply-id"]) as confused:
+        with pytest.raises(protocol.ProtocolError, match=r"reply to request 1 \(capability_probe\) carries id 2"):
+            confused.probe()
+        assert_reaped(confused.pid)
+
+
+# -- lifecycle ---------------------------------------------------------------------------------------------------
+
+
+def test_local_sidecar_close_is_idempotent_and_reaps_the_worker():
+    sidecar = LocalSidecar().start()
+    pid = sidecar.pid
+    sidecar.close()
+    sidecar.close()
+    assert sidecar.returncode == 0  # it obeyed shutdown rather than being killed
+    assert_reaped(pid)
+
+
+def test_local_sidecar_call_before_start_explains_how_to_start():
+    with pytest.raises(SidecarError, match="not started"):
+        LocalSidecar().call(scale, [1])
+
+
+# -- run_target and the CLI --------------------------------------------------------------------------------------
+
+
+def test_run_target_runs_an_importable_function():
+    assert run_target("operator:add", 2, 3) == 5
+
+
+def test_run_target_rejects_a_target_without_function():
+    with pytest.raises(ValueError, match="module:function"):
+        run_target("operator")
+
+
+@pytest.fixture
+def cli():
+    app = typer.Typer()
+    app.command()(sidecar_run_command)
+    return lambda *args: CliRunner().invoke(app, list(args))
+
+
+def test_sidecar_run_command_prints_the_result_repr(cli):
+    result = cli("json:loads", "[1, 2]")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "[1, 2]"
+
+
+def test_sidecar_run_command_exits_1_with_remote_traceback(cli):
+    result = cli("json:loads", "{")
+    assert result.exit_code == 1
+    assert "json.decoder.JSONDecodeError" in result.stderr and "Traceback" in result.stderr
+
+
+# -- the pytest plugin -------------------------------------------------------------------------------------------
+
+
+def _plugin_args() -> list[str]:
+    """Load the plugin by module unless it is already installed as the `tpuplane` pytest11 entry point."""
+    registered = metadata.entry_points(group="pytest11", name="tpuplane")
+    return [] if registered else ["-p", "tpuplane.runtime.pytest_plugin"]
+
+
+def test_pytest_plugin_local_sidecar_fixture_catches_pickling_errors(pytester):
+    pytester.makepyfile(
+        """
+        import os
+        import threading
+
+        import pytest
+
+        from tpuplane.runtime.local_sidecar import SidecarPicklingError
+
+        def double(x):
+            return 2 * x
+
+        def test_function_of_this_module_runs_out_of_process(local_sidecar):
+            assert local_sidecar.call(double, 21) == 42
+            assert local_sidecar.call(os.getpid) != os.getpid()
+
+        def test_closure_over_a_lock_fails_before_deploying(local_sidecar):
+            lock = threading.Lock()
+            with pytest.raises(SidecarPicklingError, match="'lock'"):
+                local_sidecar.call(lambda: lock)
+        """
+    )
+    pytester.runpytest(*_plugin_args()).assert_outcomes(passed=2)
+
+
+def test_pytest_plugin_reaps_the_worker_after_each_test(pytester):
+    pytester.makepyfile(
+        """
+        pids = []
+
+        def test_one(local_sidecar):
+            pids.append(local_sidecar.pid)
+
+        def test_two(local_sidecar):
+            import os
+            pids.append(local_sidecar.pid)
+            try:
+                os.waitpid(pids[0], os.WNOHANG)
+            except ChildProcessError:
+                pass
+            else:
+                raise AssertionError("the first test's worker was not reaped")
+            assert pids[0] != pids[1]
+        """
+    )
+    pytester.runpytest(*_plugin_args()).assert_outcomes(passed=2)
+
+
+# -- the sidecar venv (slow, opt-in) -----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.environ.get("TPUPLANE_SIDECAR_VENV_TESTS"),
+                    reason="slow: builds a venv from PyPI (jax, jaxlib pinned); set TPUPLANE_SIDECAR_VENV_TESTS=1")
+def test_local_sidecar_runs_in_a_venv_built_from_requirements(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("six\n")
+    with LocalSidecar(venv_requirements=requirements, venv_cache_dir=tmp_path / "venvs") as in_venv:
+        assert in_venv.versions == protocol.local_versions()
+        six_file = in_venv.call(lambda: __import__("six").__file__)
+    assert six_file.startswith(str(tmp_path / "venvs"))
