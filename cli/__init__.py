@@ -1,1 +1,1 @@
-"""x"""
+"""The `tpuplane` command line."""

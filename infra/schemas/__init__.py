@@ -1,1 +1,1 @@
-"""x"""
+"""The project's own strict JSON schemas of the Kueue and JobSet fields it emits."""
