@@ -6,8 +6,12 @@ import copy
 from pathlib import Path
 from typing import Any, Callable
 
+import jax
 import pytest
 import yaml
+
+# Colocated Python tests run on 8 CPU devices; this must happen before any module touches the CPU backend.
+jax.config.update("jax_num_cpu_devices", 8)
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = REPO / "stacks"
