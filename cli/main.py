@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from tpuplane.cli import sidecar
 from tpuplane.cli.catalog import catalog_command
+from tpuplane.cli.diff import diff_command
 from tpuplane.cli.plan import plan_command
+from tpuplane.cli.sidecar_run import sidecar_run_command
 
 app = typer.Typer(
     name="tpuplane",
@@ -16,6 +19,9 @@ app = typer.Typer(
 )
 app.command("catalog")(catalog_command)
 app.command("plan")(plan_command)
+app.command("diff")(diff_command)
+sidecar.app.command("run")(sidecar_run_command)
+app.add_typer(sidecar.app, name="sidecar")
 
 if __name__ == "__main__":
     app()

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.policies import check_plan
 
 
 class PlanFormat(str, Enum):
@@ -119,6 +120,8 @@ def plan_command(
     fmt: PlanFormat = typer.Option(PlanFormat.table, "--format", "-f", help="Output format."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the plan to this file."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Where Pulumi.yaml is (or below it)."),
+    policy: bool = typer.Option(False, "--policy", help="Also run the policy pack's rules; exit 1 on violations."),
+    production: bool = typer.Option(False, "--production", help="With --policy: treat the stack as production."),
 ) -> None:
     """Print every resource the stack would create, offline, by running the real program under mocks."""
     err = Console(stderr=True)
@@ -143,3 +146,10 @@ def plan_command(
         out.write_text(text)
     else:
         sys.stdout.write(text)
+    if policy:
+        violations = check_plan(plan.to_json(), production=production)
+        for violation in violations:
+            err.print(f"[bold yellow]policy:[/] {escape(str(violation))}", highlight=False, soft_wrap=True)
+        err.print(f"{len(violations)} policy violation(s)", highlight=False)
+        if violations:
+            raise typer.Exit(1)

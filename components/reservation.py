@@ -5,21 +5,22 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuplane.infra.cluster import reservation_vm_count
-from tpuplane.infra.config import ReservationConfig
+from tpuplane.infra.cluster import reservation_deletion_policy, reservation_vm_count
+from tpuplane.infra.config import ReservationConfig, StackConfig
 
 
 class TpuReservation(pulumi.ComponentResource):
     reservation: gcp.compute.Reservation
 
-    def __init__(self, name: str, res: ReservationConfig, *, project: str, zone: str,
+    def __init__(self, name: str, res: ReservationConfig, cfg: StackConfig,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpuplane:index:TpuReservation", name, {}, opts)
         self.reservation = gcp.compute.Reservation(
             res.name,
             name=res.name,
-            project=project,
-            zone=res.zone or zone,
+            project=cfg.project,
+            zone=res.zone or cfg.cluster.zone,
+            deletion_policy=reservation_deletion_policy(cfg),
             # Only pools that name it consume it: a training reservation must not leak to stray VMs.
             specific_reservation_required=True,
             specific_reservation=gcp.compute.ReservationSpecificReservationArgs(

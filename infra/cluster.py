@@ -39,6 +39,12 @@ def plan_cluster(cfg: StackConfig) -> ClusterPlan:
     )
 
 
+def reservation_deletion_policy(cfg: StackConfig) -> str | None:
+    """Production stacks keep their reservations even if the program stops declaring them: capacity
+    given back is rarely given again. Elsewhere Pulumi's default (delete) applies."""
+    return "PREVENT" if cfg.cluster.production else None
+
+
 def reservation_vm_count(res: ReservationConfig) -> int:
     """A specific reservation counts VMs: whole slices of the reserved TPU type."""
     return res.slices * res.spec.vms_per_slice

@@ -19,7 +19,7 @@ groups = plan_tpu_pools(cfg)
 cluster = TpuCluster(cfg.cluster.name, cfg)
 
 reservations = {
-    res.name: TpuReservation(res.name, res, project=cfg.project, zone=cfg.cluster.zone)
+    res.name: TpuReservation(res.name, res, cfg)
     for res in cfg.reservations
 }
 

@@ -1,0 +1,51 @@
+"""`tpuplane diff BASE.json HEAD.json`: what a PR changes in the fleet, from two offline plans.
+
+Exit status like `diff(1)`, so CI can branch on it: 0 no change, 1 changes, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tpuplane.infra.diff_report import ReportFormat, render
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.plan_diff import Plan, diff_plans, parse_plan
+
+EXIT_NO_CHANGES = 0
+EXIT_CHANGES = 1
+EXIT_BAD_INPUT = 2
+
+
+def _read_plan(path: Path, role: str) -> Plan:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError.at(f"{role} plan {path}", err.strerror or str(err), "a readable file",
+                             "write it with `tpuplane plan --format json > FILE`") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError.at(f"{role} plan {path}", str(err), "a JSON document",
+                             "write it with `tpuplane plan --format json > FILE`") from None
+    return parse_plan(raw, source=f"{role} plan {path}")
+
+
+def diff_command(
+    base: Annotated[Path, typer.Argument(help="Plan JSON of the base branch (`tpuplane plan --format json`).")],
+    head: Annotated[Path, typer.Argument(help="Plan JSON of the PR head.")],
+    format: Annotated[ReportFormat, typer.Option("--format", "-f", help="markdown (PR comment), text or json.")
+                      ] = ReportFormat.MARKDOWN,
+) -> None:
+    """Compare two offline plans: resources created, updated, replaced, deleted, and TPU slices affected.
+
+    Exit status: 0 when nothing changes, 1 when something does, 2 on bad input.
+    """
+    try:
+        diff = diff_plans(_read_plan(base, "base"), _read_plan(head, "head"))
+    except ConfigError as err:
+        typer.echo(f"tpuplane diff: bad input\n{err}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    typer.echo(render(diff, ReportFormat(format)), nl=False)
+    raise typer.Exit(EXIT_CHANGES if diff.has_changes else EXIT_NO_CHANGES)

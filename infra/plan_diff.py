@@ -1,0 +1,482 @@
+"""Compare two offline plans (`tpuplane plan --format json`) the way a reviewer needs it in a PR.
+
+A Pulumi preview needs the CLI, provider plugins and cloud credentials; the offline plan needs none, so a
+PR can show what would change on every push. The comparison is by URN: a resource is created, deleted,
+updated in place or replaced. Replacement matters on a TPU fleet because a replaced node pool is a slice
+torn down and provisioned again (jobs die, capacity may not come back), so each property that forces it
+carries the reason, and the TPU impact is summed per generation in slices and chips.
+
+Pure: dicts in, frozen dataclasses out. Reading files is the CLI's job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from tpuplane.infra.errors import ConfigError, Problem
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+RESERVATION = "gcp:compute/reservation:Reservation"
+RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The plan file
+
+
+class _ResourceShape(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    urn: StrictStr
+    type: StrictStr
+    name: StrictStr
+    parent: StrictStr | None = None
+    inputs: dict[str, Any]
+    depends_on: list[StrictStr] = Field(default_factory=list, alias="dependsOn")
+
+
+class _PlanShape(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    project: StrictStr
+    stack: StrictStr
+    resources: list[_ResourceShape]
+
+
+@dataclass(frozen=True)
+class PlanResource:
+    """One resource as the engine receives it: Pulumi type token and camelCase inputs."""
+
+    urn: str
+    type: str
+    name: str
+    inputs: Mapping[str, Any]
+    parent: str | None = None
+    depends_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    project: str
+    stack: str
+    resources: tuple[PlanResource, ...]
+
+    def by_urn(self) -> dict[str, PlanResource]:
+        return {r.urn: r for r in self.resources}
+
+
+def _shown(value: Any) -> object:
+    """What an error message may show of a bad value: scalars, never whole (possibly secret) objects."""
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    if isinstance(value, str) and len(value) <= 40 and not sensitive_paths(value):
+        return value
+    return f"<{type(value).__name__}>"
+
+
+def parse_plan(raw: object, source: str = "plan") -> Plan:
+    """Check that `raw` has the plan shape and return it; ConfigError names every broken field."""
+    try:
+        shape = _PlanShape.model_validate(raw)
+    except ValidationError as err:
+        problems = []
+        for e in err.errors():
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]).lstrip(".")
+            problems.append(Problem(
+                path=f"{source}: {where or '<top>'}",
+                given="nothing" if e["type"] == "missing" else _shown(e.get("input")),
+                allowed=e["msg"],
+                hint='write plans with `tpuplane plan --format json`: {"project", "stack", "resources": '
+                     '[{"urn", "type", "name", "parent", "inputs", "dependsOn"}]}',
+            ))
+        raise ConfigError(problems) from None
+    seen: set[str] = set()
+    for i, r in enumerate(shape.resources):
+        if r.urn in seen:
+            raise ConfigError.at(f"{source}: resources[{i}].urn", r.urn, "each URN once",
+                                 "a plan lists every resource exactly once")
+        seen.add(r.urn)
+    return Plan(
+        project=shape.project,
+        stack=shape.stack,
+        resources=tuple(
+            PlanResource(r.urn, r.type, r.name, r.inputs, r.parent, tuple(r.depends_on)) for r in shape.resources
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# TPU facts of a node pool, from its machine type (GCE names; the `-Nt` suffix is chips per VM)
+
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+
+_GENERATION_BY_MACHINE_FAMILY = {
+    "ct4p": "v4",
+    "ct5lp": "v5e",
+    "ct5p": "v5p",
+    "ct6e": "v6e",
+    "tpu7": "tpu7",
+    "tpu7x": "tpu7x",
+}
+_TPU_MACHINE_TYPE = re.compile(r"(?P<family>[a-z0-9]+)-[a-z]+-(?P<chips>\d+)t")
+
+
+@dataclass(frozen=True)
+class TpuPool:
+    """A node pool with a TPU machine type: one slice of `vms` VMs."""
+
+    generation: str
+    machine_type: str
+    vms: int
+    chips_per_vm: int
+
+    @property
+    def chips(self) -> int:
+        return self.vms * self.chips_per_vm
+
+
+def tpu_generation(machine_type: str) -> tuple[str, int] | None:
+    """(generation, chips per VM) of a TPU machine type such as `ct6e-standard-4t`; None for other machines."""
+    match = _TPU_MACHINE_TYPE.fullmatch(machine_type)
+    if not match or match["family"] not in _GENERATION_BY_MACHINE_FAMILY:
+        return None
+    return _GENERATION_BY_MACHINE_FAMILY[match["family"]], int(match["chips"])
+
+
+def pool_vms(inputs: Mapping[str, Any]) -> int:
+    """VMs a pool holds at most: its static size, else the autoscaling ceiling (flex-start, queued pools)."""
+    autoscaling = inputs.get("autoscaling") or {}
+    for value in (inputs.get("nodeCount"), autoscaling.get("maxNodeCount"),
+                  autoscaling.get("totalMaxNodeCount"), inputs.get("initialNodeCount")):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
+def tpu_pool(inputs: Mapping[str, Any]) -> TpuPool | None:
+    """The TPU slice a NodePool's inputs describe, or None when the pool has no TPU machine type."""
+    machine_type = (inputs.get("nodeConfig") or {}).get("machineType")
+    facts = tpu_generation(machine_type) if isinstance(machine_type, str) else None
+    if facts is None:
+        return None
+    generation, chips_per_vm = facts
+    return TpuPool(generation, machine_type, pool_vms(inputs), chips_per_vm)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Values that must never be printed
+
+SECRET_KEY = re.compile(r"password|passwd|secret|token|api[_-]?key|private[_-]?key", re.IGNORECASE)
+# Keys that name or point at a secret rather than hold one: secretName, secretRef, secret_uri, tokenFile...
+_SECRET_REFERENCE_KEY = re.compile(r"(name|names|ref|uri|url|path|file|id|version)$", re.IGNORECASE)
+_PEM_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----")
+_SA_KEY_JSON = re.compile(r'"type"\s*:\s*"service_account"')
+# How the Pulumi engine marks a secret value; such a value is already protected.
+PULUMI_SECRET_SIG = "4dabf18193072939515e22adb298388d"
+REDACTED = "[secret]"
+
+
+def _is_list(value: Any) -> bool:
+    """Lists and list-likes (pulumi-policy hands props over as read-only Mapping/Sequence proxies)."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(SECRET_KEY.search(key)) and not _SECRET_REFERENCE_KEY.search(key)
+
+
+def _is_secret_text(text: str) -> bool:
+    return bool(_PEM_PRIVATE_KEY.search(text)) or (bool(_SA_KEY_JSON.search(text)) and "private_key" in text)
+
+
+def _is_service_account_key(value: Mapping[str, Any]) -> bool:
+    return value.get("type") == "service_account" and "private_key" in value
+
+
+def child_path(path: str, key: str | int) -> str:
+    """`nodeConfig.labels.foo`, `nodeLocations[0]`, `labels["cloud.google.com/gke-tpu-topology"]`."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key)}]"
+
+
+def sensitive_paths(value: Any, path: str = "", key: str = "") -> list[str]:
+    """Paths under `value` that hold a plaintext secret: a string under a secret-named key, a PEM private
+    key, or a service-account JSON key. Values the engine already marks secret are not plaintext."""
+    if isinstance(value, Mapping):
+        if PULUMI_SECRET_SIG in value:
+            return []
+        if _is_service_account_key(value):
+            return [path or "<value>"]
+        return [p for k in sorted(value) for p in sensitive_paths(value[k], child_path(path, str(k)), str(k))]
+    if _is_list(value):
+        return [p for i, item in enumerate(value) for p in sensitive_paths(item, child_path(path, i), key)]
+    if isinstance(value, str) and value and ((key and is_secret_key(key)) or _is_secret_text(value)):
+        return [path or "<value>"]
+    return []
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """`value` with every secret (plaintext or engine-marked) replaced by `[secret]`, safe to print."""
+    if isinstance(value, Mapping):
+        if PULUMI_SECRET_SIG in value or _is_service_account_key(value):
+            return REDACTED
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if _is_list(value):
+        return [redact(item, key) for item in value]
+    if isinstance(value, str) and value and ((key and is_secret_key(key)) or _is_secret_text(value)):
+        return REDACTED
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Properties that force replacement
+
+
+@dataclass(frozen=True)
+class ReplacementRule:
+    """A change at `path` (or below it) replaces the resource, or every node of a pool, for `reason`."""
+
+    path: str
+    reason: str
+
+    def covers(self, path: str) -> bool:
+        if not self.path:
+            return True
+        return any(
+            a == b or a.startswith(b + ".") or a.startswith(b + "[")
+            for a, b in ((path, self.path), (self.path, path))
+        )
+
+
+def _rules(reason: str, *paths: str) -> tuple[ReplacementRule, ...]:
+    return tuple(ReplacementRule(p, reason) for p in paths)
+
+
+_FORCE_NEW = "the provider deletes and re-creates the resource (ForceNew)"
+_NODES_RECREATED = ("GKE recreates every node of the pool (the provider updates in place, but a TPU slice "
+                    "is torn down and provisioned again)")
+
+REPLACEMENT_RULES: Mapping[str, tuple[ReplacementRule, ...]] = {
+    NODE_POOL: (
+        *_rules(_FORCE_NEW, "cluster", "location", "project", "name", "namePrefix", "initialNodeCount",
+                "placementPolicy", "queuedProvisioning", "maxPodsPerNode",
+                "networkConfig.additionalNodeNetworkConfigs", "networkConfig.additionalPodNetworkConfigs",
+                "networkConfig.createPodRange", "networkConfig.podRange", "networkConfig.podIpv4CidrBlock"),
+        *_rules(_FORCE_NEW, *(f"nodeConfig.{f}" for f in (
+            "spot", "preemptible", "flexStart", "maxRunDuration", "reservationAffinity", "serviceAccount",
+            "oauthScopes", "guestAccelerators", "localSsdCount", "ephemeralStorageLocalSsdConfig",
+            "localNvmeSsdBlockConfig", "secondaryBootDisks", "gvnic", "metadata", "minCpuPlatform",
+            "shieldedInstanceConfig", "bootDiskKmsKey", "hostMaintenancePolicy", "advancedMachineFeatures",
+            "soleTenantConfig", "nodeGroup", "confidentialNodes", "enableConfidentialStorage"))),
+        *_rules(_NODES_RECREATED, "nodeConfig.machineType", "nodeLocations"),
+        *_rules("taint edits have been reported to replace the pool (pulumi/pulumi-gcp#1139)", "nodeConfig.taints"),
+    ),
+    CLUSTER: (
+        *_rules(_FORCE_NEW, "location", "project", "name", "network", "subnetwork", "networkingMode",
+                "ipAllocationPolicy", "clusterIpv4Cidr", "defaultMaxPodsPerNode", "datapathProvider",
+                "privateClusterConfig.enablePrivateNodes", "privateClusterConfig.masterIpv4CidrBlock",
+                "privateClusterConfig.privateEndpointSubnetwork", "enableAutopilot", "enableKubernetesAlpha",
+                "initialNodeCount"),
+        *_rules("the default node pool's config is ForceNew on the cluster: the whole cluster is replaced",
+                "nodeConfig"),
+    ),
+    RESERVATION: _rules(_FORCE_NEW, "name", "project", "zone", "specificReservation.instanceProperties",
+                        "specificReservationRequired"),
+    RESOURCE_POLICY: _rules("resource policies are immutable: every change replaces the policy", ""),
+    HELM_RELEASE: _rules("a Helm release is identified by its name and namespace", "name", "namespace"),
+}
+_KUBERNETES_RULES = _rules("a Kubernetes object is identified by its apiVersion, kind, name and namespace",
+                           "apiVersion", "kind", "metadata.name", "metadata.namespace")
+
+
+def replacement_rules(resource_type: str) -> tuple[ReplacementRule, ...]:
+    if resource_type in REPLACEMENT_RULES:
+        return REPLACEMENT_RULES[resource_type]
+    return _KUBERNETES_RULES if resource_type.startswith("kubernetes:") else ()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The diff
+
+
+class Action(str, Enum):
+    CREATE = "create"
+    UPDATE = "update"
+    REPLACE = "replace"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class PropertyChange:
+    """One leaf that differs. `before`/`after` are None when the property is added/removed; secrets redacted."""
+
+    path: str
+    kind: str  # "add" | "remove" | "change"
+    before: Any = None
+    after: Any = None
+    replaces: str = ""  # why this change forces replacement; empty when it is applied in place
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    urn: str
+    type: str
+    name: str
+    action: Action
+    properties: tuple[PropertyChange, ...] = ()
+
+
+@dataclass(frozen=True)
+class TpuImpact:
+    """What a change does to one TPU generation's capacity. Recreated slices go down and come back."""
+
+    generation: str
+    slices_added: int = 0
+    slices_removed: int = 0
+    slices_recreated: int = 0
+    chips_added: int = 0
+    chips_removed: int = 0
+    chips_recreated: int = 0
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    base: tuple[str, str]  # (project, stack)
+    head: tuple[str, str]
+    changes: tuple[ResourceChange, ...]
+    tpu_impact: tuple[TpuImpact, ...]
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.changes)
+
+    def count(self, action: Action) -> int:
+        return sum(1 for c in self.changes if c.action is action)
+
+
+_MISSING: Any = object()
+
+
+def _present(value: Any) -> Any:
+    """Pulumi treats a null input as unset."""
+    return _MISSING if value is None else value
+
+
+def _leaf_changes(before: Any, after: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
+    """(path, before, after) for every differing leaf; containers are walked when both sides agree on the
+    container type (or one side is absent), so a new label shows as `nodeConfig.labels.team`."""
+    if before is _MISSING and after is _MISSING:
+        return
+    if isinstance(before, Mapping) or isinstance(after, Mapping):
+        if all(v is _MISSING or isinstance(v, Mapping) for v in (before, after)):
+            b = {} if before is _MISSING else before
+            a = {} if after is _MISSING else after
+            for key in sorted(set(b) | set(a), key=str):
+                yield from _leaf_changes(_present(b.get(key)), _present(a.get(key)), child_path(path, str(key)))
+            return
+    elif isinstance(before, list) or isinstance(after, list):
+        if all(v is _MISSING or isinstance(v, list) for v in (before, after)):
+            b = [] if before is _MISSING else before
+            a = [] if after is _MISSING else after
+            for i in range(max(len(b), len(a))):
+                yield from _leaf_changes(_present(b[i]) if i < len(b) else _MISSING,
+                                         _present(a[i]) if i < len(a) else _MISSING, child_path(path, i))
+            return
+    if before is not _MISSING and after is not _MISSING and type(before) is type(after) and before == after:
+        return
+    yield path, before, after
+
+
+def _last_key(path: str) -> str:
+    """The key a leaf sits under (list items count as their list's key), for secret redaction."""
+    path = re.sub(r"(\[\d+\])+$", "", path)
+    match = re.search(r'(?:\.|^)([A-Za-z_][A-Za-z0-9_]*)$|\["((?:[^"\\]|\\.)*)"\]$', path)
+    return (match[1] or match[2] or "") if match else ""
+
+
+def property_changes(resource_type: str, before: Mapping[str, Any], after: Mapping[str, Any]
+                     ) -> tuple[PropertyChange, ...]:
+    rules = replacement_rules(resource_type)
+    changes = []
+    for path, b, a in _leaf_changes(dict(before), dict(after), ""):
+        reason = next((r.reason for r in rules if r.covers(path)), "")
+        key = _last_key(path)
+        changes.append(PropertyChange(
+            path=path,
+            kind="add" if b is _MISSING else "remove" if a is _MISSING else "change",
+            before=None if b is _MISSING else redact(b, key),
+            after=None if a is _MISSING else redact(a, key),
+            replaces=reason,
+        ))
+    return tuple(changes)
+
+
+@dataclass
+class _ImpactTally:
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, generation: str, **deltas: int) -> None:
+        row = self.counts.setdefault(generation, {})
+        for name, value in deltas.items():
+            row[name] = row.get(name, 0) + value
+
+    def record(self, before: TpuPool | None, after: TpuPool | None, recreated: bool) -> None:
+        if before and after and before.generation == after.generation:
+            delta = after.chips - before.chips
+            self.add(before.generation, chips_added=max(delta, 0), chips_removed=max(-delta, 0))
+            if recreated:
+                self.add(before.generation, slices_recreated=1, chips_recreated=before.chips)
+            return
+        if before:
+            self.add(before.generation, slices_removed=1, chips_removed=before.chips)
+        if after:
+            self.add(after.generation, slices_added=1, chips_added=after.chips)
+
+    def impacts(self) -> tuple[TpuImpact, ...]:
+        rows = (TpuImpact(generation, **self.counts[generation]) for generation in sorted(self.counts))
+        return tuple(row for row in rows if row != TpuImpact(row.generation))
+
+
+def _tpu(resource: PlanResource | None) -> TpuPool | None:
+    return tpu_pool(resource.inputs) if resource is not None and resource.type == NODE_POOL else None
+
+
+def diff_plans(base: Plan, head: Plan) -> PlanDiff:
+    """Every resource that differs between `base` and `head`, sorted by URN, and the TPU impact."""
+    before, after = base.by_urn(), head.by_urn()
+    changes: list[ResourceChange] = []
+    tally = _ImpactTally()
+    for urn in sorted(set(before) | set(after)):
+        old, new = before.get(urn), after.get(urn)
+        if old is None:
+            action, props = Action.CREATE, ()
+        elif new is None:
+            action, props = Action.DELETE, ()
+        else:
+            props = property_changes(new.type, old.inputs, new.inputs)
+            if not props:
+                continue
+            action = Action.REPLACE if any(p.replaces for p in props) else Action.UPDATE
+        resource = new or old
+        assert resource is not None
+        changes.append(ResourceChange(urn, resource.type, resource.name, action, props))
+        tally.record(_tpu(old), _tpu(new), recreated=action is Action.REPLACE)
+    return PlanDiff((base.project, base.stack), (head.project, head.stack), tuple(changes), tally.impacts())
+
+
+def diff_plan_dicts(base: object, head: object) -> PlanDiff:
+    return diff_plans(parse_plan(base, "base"), parse_plan(head, "head"))
+
