@@ -89,16 +89,20 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
 def render_table(plan) -> Tree:
     """The component tree, each resource with its inputs flattened to `path = value` lines."""
     root = Tree(f"[bold]{plan.project}[/]/[bold]{plan.stack}[/]: {len(plan.resources)} resources")
-    nodes: dict[str, Tree] = {}
-    by_urn = {r.urn: r for r in plan.resources}
-    for res in plan.resources:  # sorted by URN: a parent's URN is a prefix-sorted ancestor
-        parent = nodes.get(res.parent, root) if res.parent in by_urn else root
-        label = f"[cyan]{res.type}[/] [bold]{res.name}[/]"
-        node = parent.add(label)
-        nodes[res.urn] = node
-        if res.custom:
-            for path, value in _flatten(res.inputs):
-                node.add(f"[dim]{path}[/] = {json.dumps(value, sort_keys=True)}")
+    known = {r.urn for r in plan.resources}
+    children: dict[str, list] = {}
+    for res in plan.resources:  # in URN order, so siblings always print in the same order
+        children.setdefault(res.parent if res.parent in known else "", []).append(res)
+
+    def add(node: Tree, parent_urn: str) -> None:
+        for res in children.get(parent_urn, []):
+            child = node.add(f"[cyan]{res.type}[/] [bold]{escape(res.name)}[/]")
+            if res.custom:
+                for path, value in _flatten(res.inputs):
+                    child.add(f"[dim]{escape(path)}[/] = {escape(json.dumps(value, sort_keys=True))}")
+            add(child, res.urn)
+
+    add(root, "")
     return root
 
 

@@ -19,11 +19,13 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.kueue_config import KueueConfig, kueue_problems
 from tpuplane.infra.naming import (
+    COMPUTE_NAME_MAX,
     DNS_LABEL,
     GKE_NAME_MAX,
     node_pool_name,
     node_service_account_id,
     SERVICE_ACCOUNT_ID_MAX,
+    workload_policy_name,
 )
 from tpuplane.infra.pathways_config import PathwaysConfig, pathways_problems
 
@@ -88,7 +90,7 @@ class TpuPoolConfig(ConfigModel):
 
     name: str
     tpu_type: str
-    slices: int = Field(1, ge=1)
+    slices: int = Field(1, ge=1, strict=True)
     capacity: Capacity = Capacity.ON_DEMAND
     reservation: str | None = None
     machine_type: str | None = None  # e.g. ct6e-standard-8t: the single-host 2x4 machine
@@ -112,7 +114,7 @@ class ReservationConfig(ConfigModel):
 
     name: str
     tpu_type: str
-    slices: int = Field(1, ge=1)
+    slices: int = Field(1, ge=1, strict=True)
     machine_type: str | None = None
     zone: str | None = None  # default: the cluster's zone
 
@@ -173,9 +175,10 @@ def _problem_from_pydantic(err: Mapping[str, Any]) -> Problem:
     allowed = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         allowed = "no such key: check the spelling against the config reference in README.md"
-    elif err["type"] == "missing":
-        allowed = "a value: this key is required"
-    return Problem(config_path(loc), err.get("input"), allowed, _HINTS.get(field, ""))
+    given = err.get("input")
+    if err["type"] == "missing":
+        allowed, given = "a value: this key is required", None
+    return Problem(config_path(loc), given, allowed, _HINTS.get(field, ""))
 
 
 def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
@@ -186,7 +189,7 @@ def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
     """
     known = {f.alias for f in StackConfig.model_fields.values()}
     problems = [
-        Problem(key, "(a value)", f"one of {sorted(k for k in known if k.startswith('tpuplane:'))}",
+        Problem(key, raw[key], f"one of {sorted(k for k in known if k.startswith('tpuplane:'))}",
                 "check the spelling of the key")
         for key in raw
         if key.startswith("tpuplane:") and key not in known
@@ -224,7 +227,7 @@ def stack_problems(cfg: StackConfig) -> list[Problem]:
 
 def _cluster_problems(cfg: StackConfig) -> list[Problem]:
     problems = []
-    if not cfg.cluster.zone.startswith(cfg.region + "-"):
+    if not re.fullmatch(rf"{re.escape(cfg.region)}-[a-z]", cfg.cluster.zone):
         problems.append(Problem("tpuplane:cluster.zone", cfg.cluster.zone, f"a zone of region {cfg.region}",
                                 f"e.g. {cfg.region}-b, or change gcp:region"))
     sa = node_service_account_id(cfg.cluster.name)
@@ -262,8 +265,9 @@ def _tpu_type_problem(path: str, tpu_type: str, machine_type: str | None) -> Pro
 def _reservation_problems(cfg: StackConfig, i: int, res: ReservationConfig) -> list[Problem]:
     path = f"tpuplane:reservations[{i}]"
     problems = []
-    if not DNS_LABEL.fullmatch(res.name) or len(res.name) > 63:
-        problems.append(Problem(f"{path}.name", res.name, "a lowercase name of at most 63 characters: a-z, 0-9, '-'"))
+    if not DNS_LABEL.fullmatch(res.name) or len(res.name) > COMPUTE_NAME_MAX:
+        problems.append(Problem(f"{path}.name", res.name,
+                                f"a lowercase name of at most {COMPUTE_NAME_MAX} characters: a-z, 0-9, '-'"))
     bad_type = _tpu_type_problem(f"{path}.tpuType", res.tpu_type, res.machine_type)
     if bad_type:
         problems.append(bad_type)
@@ -287,6 +291,10 @@ def _pool_problems(cfg: StackConfig, i: int, pool: TpuPoolConfig) -> list[Proble
     bad_type = _tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
     if bad_type:
         return problems + [bad_type]
+    policy = workload_policy_name(cfg.cluster.name, pool.name)
+    if pool.spec.needs_workload_policy and len(policy) > COMPUTE_NAME_MAX:
+        problems.append(Problem(f"{path}.name", pool.name, f"a shorter name: the workload policy '{policy}' has "
+                                f"{len(policy)} characters", f"Compute resource names allow at most {COMPUTE_NAME_MAX}"))
     problems += _capacity_problems(cfg, path, pool)
     return problems
 
@@ -339,8 +347,8 @@ def _reservation_fit_problems(cfg: StackConfig) -> list[Problem]:
             continue
         demand[res.name] = demand.get(res.name, 0) + pool.slices * pool_spec.vms_per_slice
     for j, res in enumerate(cfg.reservations):
-        needed = demand.get(res.name, 0)
-        if needed > res.slices * res.spec.vms_per_slice:
+        needed = demand.get(res.name, 0)  # only reservations whose spec resolved can have demand
+        if needed and needed > res.slices * res.spec.vms_per_slice:
             problems.append(Problem(f"tpuplane:reservations[{j}].slices", res.slices,
                                     f"at least {-(-needed // res.spec.vms_per_slice)} slices",
                                     f"the pools consuming '{res.name}' need {needed} VMs of {res.spec.machine_type}"))

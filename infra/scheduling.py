@@ -14,6 +14,9 @@ SPOT_LABEL = "cloud.google.com/gke-spot"
 QUEUED_LABEL = "cloud.google.com/gke-queued"
 PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# Set by tpuplane on every TPU pool, so that Kueue flavors of one shape select disjoint nodes: without it an
+# on-demand flavor's selector (accelerator + topology) would also match spot nodes of the same shape.
+CAPACITY_LABEL = "tpuplane.dev/capacity"
 
 TPU_TAINT_KEY = TPU_RESOURCE
 TPU_TAINT_VALUE = "present"
@@ -23,10 +26,17 @@ QUEUED_TAINT_KEY = QUEUED_LABEL
 _CAPACITY_LABELS = {"spot": {SPOT_LABEL: "true"}, "queued": {QUEUED_LABEL: "true"}}
 
 
+def capacity_class(capacity: str) -> str:
+    """Nodes differ by capacity only for spot (preemptible) and queued (DWS-gated); on-demand, reservation
+    and flex-start nodes of one shape are interchangeable and share the class `standard`."""
+    return capacity if capacity in ("spot", "queued") else "standard"
+
+
 def tpu_node_labels(spec: TpuSpec, capacity: str) -> dict[str, str]:
-    """Labels every node of a TPU pool carries, set explicitly so selectors never depend on GKE defaults."""
-    labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology}
-    labels.update(_CAPACITY_LABELS.get(capacity, {}))
+    """Labels every node of a TPU pool carries (GKE's and tpuplane's): what flavors and pods select."""
+    labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology,
+              CAPACITY_LABEL: capacity_class(capacity)}
+    labels.update(_CAPACITY_LABELS.get(capacity_class(capacity), {}))
     return dict(sorted(labels.items()))
 
 
@@ -36,7 +46,10 @@ def pool_node_labels(capacity: str) -> dict[str, str]:
     Queued-provisioning nodes get their taint from GKE, but the label only if the pool declares it
     (Cluster Toolkit's practice), and workloads need it to select those nodes.
     """
-    return dict(_CAPACITY_LABELS["queued"]) if capacity == "queued" else {}
+    labels = {CAPACITY_LABEL: capacity_class(capacity)}
+    if capacity_class(capacity) == "queued":
+        labels.update(_CAPACITY_LABELS["queued"])
+    return dict(sorted(labels.items()))
 
 
 def pool_taints() -> list[dict[str, str]]:
@@ -47,7 +60,7 @@ def pool_taints() -> list[dict[str, str]]:
 def tpu_node_taints(capacity: str) -> list[dict[str, str]]:
     """Kubernetes taints (pod-side effect names) a TPU pool carries: only TPU pods land there."""
     taints = [{"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NoSchedule"}]
-    if capacity == "queued":
+    if capacity_class(capacity) == "queued":
         taints.append({"key": QUEUED_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
     return taints
 

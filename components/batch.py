@@ -1,0 +1,98 @@
+"""`BatchStack`: Kueue and JobSet installed from pinned Helm charts, and every queue object derived from the pools.
+
+Ordering is explicit, because Kueue's webhook refuses objects for 10-30 s after its pod is Ready (kueue#13036):
+1. the Kueue and JobSet Helm releases (Pulumi waits until their Deployments are ready);
+2. the `kueue-webhook-ready` Job in kueue-system, which dry-run-creates a ResourceFlavor through the API server
+   until Kueue's webhook accepts it; Pulumi's Job await waits for it to complete;
+3. every Kueue object `depends_on` that Job (and flavors/checks come before the queues that name them, so a
+   destroy removes queues first).
+PriorityClasses and team Namespaces are core objects and need neither controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tpuplane.components.manifests import manifest_resource
+from tpuplane.infra.config import StackConfig
+from tpuplane.infra.kueue import (
+    controller_releases,
+    local_queues,
+    render_cluster_queues,
+    render_flavors,
+    render_local_queues,
+    render_priority_classes,
+    render_provisioning,
+    render_team_namespaces,
+    render_webhook_probe,
+)
+
+WEBHOOK_PROBE_TIMEOUT = "15m"  # 12 retries with kubelet backoff fit well inside
+
+
+class BatchStack(pulumi.ComponentResource):
+    """Kueue + JobSet controllers, priorities, flavors, ClusterQueues and LocalQueues for one cluster."""
+
+    kueue_release: k8s.helm.v3.Release
+    jobset_release: k8s.helm.v3.Release
+    webhook_ready: pulumi.Resource
+    """The gate: complete once Kueue's admission webhook answers. Anything creating Kueue objects depends on it."""
+    local_queues: dict[str, str]
+    """Team (or "default" without teams) -> LocalQueue name; the namespace is in `local_queue_namespaces`."""
+    local_queue_namespaces: dict[str, str]
+    queue_resources: list[pulumi.Resource]
+    """The LocalQueues: a workload that names one depends on these."""
+
+    def __init__(self, name: str, cfg: StackConfig, *, cpu_pool_name: str,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tpuplane:index:BatchStack", name, {}, opts)
+
+        kueue, jobset = controller_releases(cfg, cpu_pool_name)
+        self.kueue_release = self._release(kueue)
+        self.jobset_release = self._release(jobset)
+        self.webhook_ready = self._webhook_gate(cfg.kueue.version)
+
+        for manifest in render_priority_classes():
+            gate = [self.webhook_ready] if manifest["apiVersion"].startswith("kueue.x-k8s.io/") else []
+            self._apply(manifest, gate)
+        namespaces = {m["metadata"]["name"]: self._apply(m, []) for m in render_team_namespaces(cfg)}
+
+        flavors = [self._apply(m, [self.webhook_ready]) for m in render_flavors(cfg, cpu_pool_name)]
+        checks: list[pulumi.Resource] = []
+        for manifest in render_provisioning(cfg):  # the config first, then the check that points at it
+            checks.append(self._apply(manifest, [self.webhook_ready, *checks]))
+        cluster_queues = [self._apply(m, [self.webhook_ready, *flavors, *checks]) for m in render_cluster_queues(cfg)]
+        self.queue_resources = [
+            self._apply(m, [self.webhook_ready, *cluster_queues,
+                            *([namespaces[m["metadata"]["namespace"]]] if m["metadata"]["namespace"] in namespaces
+                              else [])])
+            for m in render_local_queues(cfg)
+        ]
+        queues = local_queues(cfg)
+        self.local_queues = {team: queue for team, (_, queue) in queues.items()}
+        self.local_queue_namespaces = {team: ns for team, (ns, _) in queues.items()}
+        self.register_outputs({"localQueues": self.local_queues, "kueueVersion": cfg.kueue.version,
+                               "jobsetVersion": cfg.kueue.jobset_version})
+
+    def _release(self, release: Any) -> k8s.helm.v3.Release:
+        return k8s.helm.v3.Release(
+            release.name,
+            k8s.helm.v3.ReleaseArgs(
+                name=release.name, chart=release.chart, version=release.version, namespace=release.namespace,
+                create_namespace=True, values=release.values, timeout=600,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _webhook_gate(self, kueue_version: str) -> pulumi.Resource:
+        *setup, job = render_webhook_probe(kueue_version)
+        prerequisites = [self._apply(m, [self.kueue_release]) for m in setup]
+        return manifest_resource(job, pulumi.ResourceOptions(
+            parent=self, depends_on=[self.kueue_release, *prerequisites],
+            custom_timeouts=pulumi.CustomTimeouts(create=WEBHOOK_PROBE_TIMEOUT, update=WEBHOOK_PROBE_TIMEOUT)))
+
+    def _apply(self, manifest: dict[str, Any], depends_on: Sequence[pulumi.Resource]) -> pulumi.Resource:
+        return manifest_resource(manifest, pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)))

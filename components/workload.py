@@ -1,0 +1,74 @@
+"""TPU workloads as stack resources: `TpuWorkload` (one JobSet), `TpuExperiment` (one JobSet per trial) and
+`ImageCache` (a DaemonSet that pre-pulls images onto the TPU nodes).
+
+Every check runs before the component registers, so a workload for a TPU type no pool provides stops
+`pulumi preview` with a ConfigError. Given the stack's `BatchStack`, JobSets wait for the JobSet controller,
+Kueue's webhook and the LocalQueues (a JobSet created before them would be rejected or never admitted).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+
+from tpuplane.components.batch import BatchStack
+from tpuplane.components.manifests import manifest_resource
+from tpuplane.infra.config import StackConfig
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.experiments import ExperimentSpec, render_experiment
+from tpuplane.infra.image_cache import DEFAULT_CACHE_NAME, render_image_cache
+from tpuplane.infra.workload import TpuWorkloadSpec, render_tpu_jobset
+
+
+def _batch_dependencies(batch: BatchStack | None) -> list[pulumi.Resource]:
+    if batch is None:
+        return []
+    return [batch.jobset_release, batch.webhook_ready, *batch.queue_resources]
+
+
+class TpuWorkload(pulumi.ComponentResource):
+    """One JobSet, checked against the stack's pools and queues."""
+
+    jobset: pulumi.Resource
+    jobset_name: str
+
+    def __init__(self, name: str, workload: TpuWorkloadSpec, cfg: StackConfig, *, batch: BatchStack | None = None,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        manifest = render_tpu_jobset(workload, cfg)
+        super().__init__("tpuplane:index:TpuWorkload", name, {}, opts)
+        self.jobset_name = manifest["metadata"]["name"]
+        self.jobset = manifest_resource(
+            manifest, pulumi.ResourceOptions(parent=self, depends_on=_batch_dependencies(batch)))
+        self.register_outputs({"jobsetName": self.jobset_name, "namespace": manifest["metadata"]["namespace"]})
+
+
+class TpuExperiment(pulumi.ComponentResource):
+    """One JobSet per trial of an experiment (or one job-group JobSet per trial)."""
+
+    jobsets: list[pulumi.Resource]
+    trial_names: list[str]
+
+    def __init__(self, name: str, experiment: ExperimentSpec, cfg: StackConfig, *, batch: BatchStack | None = None,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        manifests = render_experiment(experiment, cfg)
+        super().__init__("tpuplane:index:TpuExperiment", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=_batch_dependencies(batch))
+        self.jobsets = [manifest_resource(m, child) for m in manifests]
+        self.trial_names = [m["metadata"]["name"] for m in manifests]
+        self.register_outputs({"trials": self.trial_names})
+
+
+class ImageCache(pulumi.ComponentResource):
+    """A DaemonSet on every TPU node that keeps `images` pulled, so large jobs start without a pull storm."""
+
+    daemonset: pulumi.Resource
+
+    def __init__(self, name: str, images: list[str], cfg: StackConfig, *, cache_name: str = DEFAULT_CACHE_NAME,
+                 namespace: str = "default", opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        if not cfg.tpu_pools:
+            raise ConfigError.at("tpuplane:tpuPools", [], "at least one TPU pool", "the image cache runs on TPU nodes")
+        manifest = render_image_cache(images, name=cache_name, namespace=namespace)
+        super().__init__("tpuplane:index:ImageCache", name, {}, opts)
+        self.daemonset = manifest_resource(manifest, pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"images": list(dict.fromkeys(images))})

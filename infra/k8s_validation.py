@@ -1,0 +1,86 @@
+"""Check rendered manifests before anything reaches a cluster.
+
+- Core kinds (Namespace, DaemonSet, PriorityClass, Job, ...) against the Kubernetes OpenAPI schemas of a pinned
+  version, strictly (unknown fields are errors), with kubernetes-validate.
+- Kueue and JobSet kinds against the project's own strict schemas in `tpuplane.infra.schemas`
+  (`<group>_<version>_<Kind>.json`), which list only the fields tpuplane emits and their close siblings.
+- A JobSet's Job templates are checked as batch/v1 Jobs, so the pod specs inside are held to the same standard.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any, Iterable
+
+import jsonschema
+import kubernetes_validate
+
+K8S_VERSION = "1.32.0"
+_OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io")
+
+
+class InvalidManifest(ValueError):
+    """A rendered object the API server would reject: a bug in a renderer, never user input."""
+
+
+@cache
+def own_schema(api_version: str, kind: str) -> dict[str, Any]:
+    group, _, version = api_version.partition("/")
+    name = f"{group}_{version}_{kind}.json"
+    path = resources.files("tpuplane.infra.schemas") / name
+    if not path.is_file():
+        raise InvalidManifest(f"{kind} {api_version}: tpuplane has no schema {name}")
+    return json.loads(path.read_text())
+
+
+def _where(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    return f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
+
+
+def _own_schema_errors(obj: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft202012Validator(own_schema(obj["apiVersion"], obj["kind"]),
+                                                format_checker=jsonschema.FormatChecker())
+    return [f"{_where(obj)}: {'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+            for e in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))]
+
+
+def _core_errors(obj: dict[str, Any]) -> list[str]:
+    try:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        path = ".".join(str(p) for p in exc.path) or "(root)"
+        return [f"{_where(obj)}: {path}: {exc.message}"]
+    return []
+
+
+def _jobset_template_errors(obj: dict[str, Any]) -> list[str]:
+    errors = []
+    for rjob in obj.get("spec", {}).get("replicatedJobs", []):
+        template = rjob.get("template", {})
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {**template.get("metadata", {}), "name": f"{obj['metadata']['name']}-{rjob.get('name')}-0",
+                            "namespace": obj["metadata"].get("namespace", "default")},
+               "spec": template.get("spec", {})}
+        errors += [f"{_where(obj)} replicatedJob {rjob.get('name')}: {e}" for e in _core_errors(job)]
+    return errors
+
+
+def manifest_errors(obj: dict[str, Any]) -> list[str]:
+    """Every violation found in one object (empty when valid)."""
+    group = obj.get("apiVersion", "").rpartition("/")[0]
+    if group in _OWN_SCHEMA_GROUPS:
+        errors = _own_schema_errors(obj)
+        if obj.get("kind") == "JobSet":
+            errors += _jobset_template_errors(obj)
+        return errors
+    return _core_errors(obj)
+
+
+def validate_manifests(objs: Iterable[dict[str, Any]]) -> None:
+    """Raise InvalidManifest listing every violation in `objs`."""
+    errors = [e for obj in objs for e in manifest_errors(obj)]
+    if errors:
+        raise InvalidManifest("\n".join(errors))

@@ -1,0 +1,444 @@
+"""Kueue and JobSet for the fleet, as pure renderers: Helm values, queue objects, priorities, the webhook gate.
+
+Every object is derived from the TPU pools, so a quota can never disagree with the capacity it stands for:
+- one ResourceFlavor per distinct set of TPU node labels (accelerator, topology, and the spot/queued label);
+- ClusterQueue quota of `google.com/tpu` per flavor = the chips of that flavor's pools (`slice_chips`);
+- teams split every quota by share (largest remainder, exact sums) inside one cohort, lend idle chips,
+  and reclaim them by preemption.
+Kueue objects use `kueue.x-k8s.io/v1beta2` field names (`cohortName`, `admissionChecksStrategy`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tpuplane.infra.kueue_config import (
+    JOBSET_NAMESPACE,
+    KUEUE_NAMESPACE,
+    PRIORITIES,
+    UNASSIGNED_QUEUE,
+    TeamConfig,
+)
+from tpuplane.infra.scheduling import (
+    NODEPOOL_LABEL,
+    QUEUED_TAINT_KEY,
+    TPU_RESOURCE,
+    capacity_class,
+    slice_chips,
+    tpu_node_labels,
+    tpu_node_taints,
+    tpu_tolerations,
+)
+
+if TYPE_CHECKING:
+    from tpuplane.infra.config import StackConfig, TpuPoolConfig
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+SINGLE_CLUSTER_QUEUE = "cluster-queue"  # xpk's and Cluster Toolkit's name
+DEFAULT_LOCAL_QUEUE = "multislice-queue"  # xpk's LocalQueue: `xpk workload create` users keep their manifests
+DEFAULT_NAMESPACE = "default"
+CPU_FLAVOR = "cpu"
+PROVISIONING_CHECK = "dws-prov"  # xpk's names for the DWS queued-provisioning check and its config
+PROVISIONING_CONFIG = "dws-config"
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+# GKE system components' taint: Cluster Toolkit lets the controllers run on nodes that carry it.
+GKE_MANAGED_TOLERATION = {"key": "components.gke.io/gke-managed-components", "operator": "Equal",
+                          "value": "true", "effect": "NoSchedule"}
+WEBHOOK_PROBE = "kueue-webhook-ready"
+KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.32.0"  # shell-free kubectl; the Job's retries are the loop
+
+# Memory per vCPU (MiB) of GCE predefined shapes; highcpu differs between generations.
+_MIB_PER_VCPU = {"standard": 4096, "highmem": 8192, "highcpu": 1024}
+_FAMILY_MIB_PER_VCPU = {
+    "n1": {"standard": 3840, "highmem": 6656, "highcpu": 922},
+    **{f: {"highcpu": 2048} for f in ("c2d", "c3", "c3d", "c4", "c4a", "c4d", "n4", "n4d")},
+}
+_MACHINE = re.compile(r"^(?P<family>[a-z][a-z0-9]*)-(?P<kind>standard|highmem|highcpu)-(?P<vcpus>\d+)$")
+_CUSTOM_MACHINE = re.compile(r"^(?P<family>[a-z][a-z0-9]*-)?custom-(?P<vcpus>\d+)-(?P<mib>\d+)(-ext)?$")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sizes: the CPU pool's quota and the controllers' resources.
+
+
+def cpu_machine_shape(machine_type: str) -> tuple[int, int] | None:
+    """(vCPUs, memory MiB) of a GCE machine type, or None when the name does not say (shared-core types)."""
+    if m := _CUSTOM_MACHINE.fullmatch(machine_type):
+        return int(m["vcpus"]), int(m["mib"])
+    if m := _MACHINE.fullmatch(machine_type):
+        per_vcpu = _FAMILY_MIB_PER_VCPU.get(m["family"], {}).get(m["kind"], _MIB_PER_VCPU[m["kind"]])
+        return int(m["vcpus"]), int(m["vcpus"]) * per_vcpu
+    return None
+
+
+def cpu_pool_quota(cfg: "StackConfig") -> tuple[int, int]:
+    """The CPU pool at its maximum size: (cpu cores, memory MiB). Kueue admits against it, kube-scheduler fits."""
+    vcpus, mib = cpu_machine_shape(cfg.cluster.cpu_pool.machine_type) or (0, 0)
+    return vcpus * cfg.cluster.cpu_pool.max_nodes, mib * cfg.cluster.cpu_pool.max_nodes
+
+
+def controller_node_count(cfg: "StackConfig") -> int:
+    """Nodes the controllers watch at most: every TPU VM plus the CPU pool at its maximum (xpk's sizing input)."""
+    tpu_vms = sum(pool.slices * pool.spec.vms_per_slice for pool in cfg.tpu_pools)
+    return tpu_vms + cfg.cluster.cpu_pool.max_nodes
+
+
+def _controller_placement(cpu_pool_name: str) -> dict[str, Any]:
+    return {"nodeSelector": {NODEPOOL_LABEL: cpu_pool_name}, "tolerations": [GKE_MANAGED_TOLERATION]}
+
+
+def kueue_manager_config() -> str:
+    """The Kueue Configuration (v1beta2) the chart mounts. Only the integrations we use, so that the webhooks of
+    other frameworks (pods, deployments) can never block unrelated objects while Kueue restarts."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {"groupKindConcurrency": {
+            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 5, "LocalQueue.kueue.x-k8s.io": 1,
+            "ClusterQueue.kueue.x-k8s.io": 1, "ResourceFlavor.kueue.x-k8s.io": 1}},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+    }
+    return yaml.safe_dump(config, sort_keys=True)
+
+
+def kueue_helm_values(cfg: "StackConfig", cpu_pool_name: str) -> dict[str, Any]:
+    """Chart values: xpk's sizing (cpu max(ceil(0.004 n), 2), memory max(ceil(32 MiB n), 4096 MiB))."""
+    nodes = controller_node_count(cfg)
+    cpu = max(math.ceil(0.004 * nodes), 2)
+    memory = f"{max(math.ceil(32 * nodes), 4096)}Mi"
+    return {
+        "controllerManager": {
+            "manager": {"resources": {"limits": {"cpu": str(cpu), "memory": memory},
+                                      "requests": {"cpu": "500m", "memory": memory}}},
+            **_controller_placement(cpu_pool_name),
+        },
+        "enableCertManager": False,
+        "enableKueueViz": False,
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config()},
+    }
+
+
+def jobset_helm_values(cfg: "StackConfig", cpu_pool_name: str) -> dict[str, Any]:
+    """Chart values: xpk's sizing (memory limit max(ceil(1.2 MiB n), 4096 MiB), requests 1 CPU / 128Mi)."""
+    memory = f"{max(math.ceil(1.2 * controller_node_count(cfg)), 4096)}Mi"
+    return {"controller": {"resources": {"limits": {"cpu": "2", "memory": memory},
+                                         "requests": {"cpu": "1000m", "memory": "128Mi"}},
+                           **_controller_placement(cpu_pool_name)}}
+
+
+@dataclass(frozen=True)
+class HelmRelease:
+    """What a `helm install --wait` of a pinned chart needs; the component passes it to `k8s.helm.v3.Release`."""
+
+    name: str
+    chart: str
+    version: str
+    namespace: str
+    values: dict[str, Any]
+
+
+def controller_releases(cfg: "StackConfig", cpu_pool_name: str) -> tuple[HelmRelease, HelmRelease]:
+    """Kueue and JobSet, each in its own namespace; versions from `tpuplane:kueue`."""
+    return (
+        HelmRelease("kueue", KUEUE_CHART, cfg.kueue.version, KUEUE_NAMESPACE, kueue_helm_values(cfg, cpu_pool_name)),
+        HelmRelease("jobset", JOBSET_CHART, cfg.kueue.jobset_version, JOBSET_NAMESPACE,
+                    jobset_helm_values(cfg, cpu_pool_name)),
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Flavors: one per distinct set of TPU node labels.
+
+
+def flavor_name(accelerator: str, topology: str, capacity: str) -> str:
+    """`tpu-v6e-slice-4x4`, `tpu-v6e-slice-4x4-spot`: readable, DNS-safe, and stable across pool renames."""
+    suffix = capacity_class(capacity)
+    return f"{accelerator}-{topology}" + ("" if suffix == "standard" else f"-{suffix}")
+
+
+@dataclass(frozen=True)
+class TpuFlavor:
+    """A ResourceFlavor and the pools whose chips it counts."""
+
+    name: str
+    capacity: str  # a capacity class: "standard", "spot" or "queued"
+    node_labels: dict[str, str]
+    chips: int
+    pools: tuple[str, ...]
+
+    @property
+    def queued(self) -> bool:
+        return self.capacity == "queued"
+
+
+def pool_flavor_name(pool: "TpuPoolConfig") -> str:
+    return flavor_name(pool.spec.accelerator, pool.spec.topology, pool.capacity.value)
+
+
+def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
+    """Flavors sorted by name; on-demand before spot before queued for the same shape."""
+    grouped: dict[str, list["TpuPoolConfig"]] = {}
+    for pool in cfg.tpu_pools:
+        grouped.setdefault(pool_flavor_name(pool), []).append(pool)
+    flavors = [
+        TpuFlavor(name=name, capacity=capacity_class(pools[0].capacity.value),
+                  node_labels=tpu_node_labels(pools[0].spec, capacity_class(pools[0].capacity.value)),
+                  chips=sum(slice_chips(p.spec, p.slices) for p in pools), pools=tuple(p.name for p in pools))
+        for name, pools in grouped.items()
+    ]
+    order = {"standard": 0, "spot": 1, "queued": 2}
+    return sorted(flavors, key=lambda f: (order[f.capacity], f.name))
+
+
+def render_tpu_flavor(flavor: TpuFlavor) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": flavor.node_labels, "tolerations": tpu_tolerations(flavor.capacity)}
+    if flavor.queued:  # only pods that tolerate the queued taint may take this flavor
+        spec["nodeTaints"] = [t for t in tpu_node_taints("queued") if t["key"] == QUEUED_TAINT_KEY]
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor.name}, "spec": spec}
+
+
+def render_cpu_flavor(cpu_pool_name: str) -> dict[str, Any]:
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": CPU_FLAVOR},
+            "spec": {"nodeLabels": {NODEPOOL_LABEL: cpu_pool_name}}}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Quotas and their split between teams.
+
+
+def largest_remainder(total: int, weights: list[Fraction]) -> list[int]:
+    """Split `total` integer units in proportion to `weights` (which sum to 1) so the parts sum to `total` exactly.
+
+    Each part gets the floor of its exact share; the units left go to the largest fractional remainders
+    (ties: the earlier entry), so no part ever differs from its exact share by a whole unit or more.
+    """
+    exact = [total * w for w in weights]
+    parts = [math.floor(x) for x in exact]
+    left = total - sum(parts)
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - parts[i]), i))
+    for i in by_remainder[:left]:
+        parts[i] += 1
+    return parts
+
+
+def share_fraction(share: float) -> Fraction:
+    return Fraction(share).limit_denominator(10**6)
+
+
+@dataclass(frozen=True)
+class QueueQuota:
+    """One ClusterQueue's quotas, per flavor name: TPU chips, and the CPU flavor's cores and MiB."""
+
+    name: str
+    tpu: dict[str, int]
+    cpu: int
+    memory_mib: int
+    team: TeamConfig | None = None
+
+
+def cluster_queue_quotas(cfg: "StackConfig") -> list[QueueQuota]:
+    """Without teams: one queue with all capacity. With teams: one per team, plus `unassigned` for the remainder."""
+    flavors = tpu_flavors(cfg)
+    cpu, mib = cpu_pool_quota(cfg)
+    teams = cfg.kueue.teams
+    if not teams:
+        return [QueueQuota(SINGLE_CLUSTER_QUEUE, {f.name: f.chips for f in flavors}, cpu, mib)]
+    weights = [share_fraction(t.share) for t in teams]
+    remainder = 1 - sum(weights)
+    has_unassigned = remainder > 0
+    if has_unassigned:
+        weights.append(remainder)
+    tpu_parts = {f.name: largest_remainder(f.chips, weights) for f in flavors}
+    cpu_parts, mib_parts = largest_remainder(cpu, weights), largest_remainder(mib, weights)
+    names = [t.name for t in teams] + ([UNASSIGNED_QUEUE] if has_unassigned else [])
+    return [
+        QueueQuota(name, {f.name: tpu_parts[f.name][i] for f in flavors}, cpu_parts[i], mib_parts[i],
+                   teams[i] if i < len(teams) else None)
+        for i, name in enumerate(names)
+    ]
+
+
+def _resource(name: str, nominal: int, capacity: int, team: TeamConfig | None, unit: str = "") -> dict[str, Any]:
+    """One quota entry; team limits are fractions turned into whole units (floor: never more than promised)."""
+
+    def amount(n: int) -> int | str:
+        return f"{n}{unit}" if unit else n
+
+    entry: dict[str, Any] = {"name": name, "nominalQuota": amount(nominal)}
+    if team is not None and team.borrowing_limit is not None:
+        entry["borrowingLimit"] = amount(math.floor(share_fraction(team.borrowing_limit) * capacity))
+    if team is not None and team.lending_limit is not None:
+        entry["lendingLimit"] = amount(math.floor(share_fraction(team.lending_limit) * nominal))
+    return entry
+
+
+def render_cluster_queue(cfg: "StackConfig", quota: QueueQuota) -> dict[str, Any]:
+    """A ClusterQueue: one resource group for `google.com/tpu`, one for the CPU pool's cpu and memory
+    (a resource may be covered by only one group)."""
+    flavors = tpu_flavors(cfg)
+    cpu_total, mib_total = cpu_pool_quota(cfg)
+    groups = []
+    if flavors:
+        groups.append({"coveredResources": [TPU_RESOURCE], "flavors": [
+            {"name": f.name, "resources": [_resource(TPU_RESOURCE, quota.tpu[f.name], f.chips, quota.team)]}
+            for f in flavors]})
+    groups.append({"coveredResources": ["cpu", "memory"], "flavors": [{"name": CPU_FLAVOR, "resources": [
+        _resource("cpu", quota.cpu, cpu_total, quota.team),
+        _resource("memory", quota.memory_mib, mib_total, quota.team, unit="Mi")]}]})
+    spec: dict[str, Any] = {"queueingStrategy": "BestEffortFIFO", "resourceGroups": groups}
+    if not cfg.kueue.teams:
+        # xpk's queue: every namespace may submit; no cohort, so nothing to reclaim.
+        spec["namespaceSelector"] = {}
+        spec["preemption"] = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
+    else:
+        spec["cohortName"] = cfg.kueue.cohort
+        if quota.team is not None:
+            spec["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": quota.team.team_namespace}}
+            # A share is a guarantee: a team below its quota reclaims lent chips from any borrower, whatever the
+            # borrower's priority (Any); borrowing never preempts another team's workloads inside its share.
+            spec["preemption"] = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+                                  "borrowWithinCohort": {"policy": "Never"}}
+        # `unassigned` has no namespaceSelector (Kueue's default selects no namespace): it only lends.
+    queued = [f.name for f in flavors if f.queued]
+    if queued:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": quota.name}, "spec": spec}
+
+
+def local_queues(cfg: "StackConfig") -> dict[str, tuple[str, str]]:
+    """Team (or "default" without teams) -> (namespace, LocalQueue name)."""
+    if not cfg.kueue.teams:
+        return {DEFAULT_NAMESPACE: (DEFAULT_NAMESPACE, DEFAULT_LOCAL_QUEUE)}
+    return {t.name: (t.team_namespace, t.name) for t in cfg.kueue.teams}
+
+
+def render_local_queue(namespace: str, name: str, cluster_queue: str) -> dict[str, Any]:
+    return {"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+def render_local_queues(cfg: "StackConfig") -> list[dict[str, Any]]:
+    cluster_queue = {t.name: t.name for t in cfg.kueue.teams} or {DEFAULT_NAMESPACE: SINGLE_CLUSTER_QUEUE}
+    return [render_local_queue(ns, name, cluster_queue[team]) for team, (ns, name) in local_queues(cfg).items()]
+
+
+def render_team_namespaces(cfg: "StackConfig") -> list[dict[str, Any]]:
+    """Namespaces the teams own (`default` exists already)."""
+    names = sorted({t.team_namespace for t in cfg.kueue.teams} - {DEFAULT_NAMESPACE})
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Priorities and queued provisioning.
+
+
+def render_priority_classes() -> list[dict[str, Any]]:
+    """Each priority twice: Kueue's (queue order and preemption) and the pod's (kube-scheduler preemption)."""
+    objects = []
+    for name, value in PRIORITIES.items():
+        description = f"tpuplane priority {name}"
+        objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+                        "value": value, "description": description})
+        objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                        "value": value, "globalDefault": False, "description": description})
+    return objects
+
+
+def render_provisioning(cfg: "StackConfig") -> list[dict[str, Any]]:
+    """DWS queued provisioning: Kueue asks GKE for the nodes of a queued flavor before it admits a workload."""
+    if not any(f.queued for f in tpu_flavors(cfg)):
+        return []
+    return [
+        {"apiVersion": KUEUE_API, "kind": "ProvisioningRequestConfig", "metadata": {"name": PROVISIONING_CONFIG},
+         "spec": {"provisioningClassName": QUEUED_PROVISIONING_CLASS, "managedResources": [TPU_RESOURCE],
+                  # pods must land on the nodes provisioned for them (GKE names the resize request)
+                  "podSetUpdates": {"nodeSelector": [{"key": "autoscaling.gke.io/provisioning-request",
+                                                      "valueFromProvisioningClassDetail": "ResizeRequestName"}]}}},
+        {"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": PROVISIONING_CHECK},
+         "spec": {"controllerName": PROVISIONING_CONTROLLER,
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                 "name": PROVISIONING_CONFIG}}},
+    ]
+
+
+def render_flavors(cfg: "StackConfig", cpu_pool_name: str) -> list[dict[str, Any]]:
+    return [render_tpu_flavor(f) for f in tpu_flavors(cfg)] + [render_cpu_flavor(cpu_pool_name)]
+
+
+def render_cluster_queues(cfg: "StackConfig") -> list[dict[str, Any]]:
+    return [render_cluster_queue(cfg, q) for q in cluster_queue_quotas(cfg)]
+
+
+def render_queue_objects(cfg: "StackConfig", cpu_pool_name: str) -> list[dict[str, Any]]:
+    """Every Kueue object of the stack, in creation order (flavors and checks before the queues naming them)."""
+    return (render_flavors(cfg, cpu_pool_name) + render_provisioning(cfg) + render_cluster_queues(cfg)
+            + render_local_queues(cfg))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The webhook gate: Kueue's webhook refuses objects for 10-30 s after its pod is Ready (kueue#13036).
+
+
+def render_webhook_probe(kueue_version: str) -> list[dict[str, Any]]:
+    """A Job that server-side dry-run-creates a ResourceFlavor until Kueue's admission webhook answers.
+
+    The dry run goes API server -> Kueue webhook exactly as a real create does, and persists nothing. The image has
+    no shell, so the Job's pod retries are the loop (backoff 10 s, 20 s, 40 s, ...). It lives in kueue-system,
+    which Kueue's own Job webhook never intercepts. Its pod template carries the Kueue version, so an upgrade
+    replaces the Job and the gate runs again.
+    """
+    labels = {"app.kubernetes.io/name": WEBHOOK_PROBE, "app.kubernetes.io/managed-by": "tpuplane"}
+    meta = {"name": WEBHOOK_PROBE, "namespace": KUEUE_NAMESPACE, "labels": labels}
+    probe_flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": "tpuplane-probe"}}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": WEBHOOK_PROBE, "labels": labels},
+         "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": WEBHOOK_PROBE, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WEBHOOK_PROBE},
+         "subjects": [{"kind": "ServiceAccount", "name": WEBHOOK_PROBE, "namespace": KUEUE_NAMESPACE}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+         "data": {"resourceflavor.yaml": yaml.safe_dump(probe_flavor, sort_keys=True)}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
+            "backoffLimit": 12,
+            "template": {
+                "metadata": {"labels": labels, "annotations": {"tpuplane.dev/kueue-version": kueue_version}},
+                "spec": {
+                    "serviceAccountName": WEBHOOK_PROBE,
+                    "restartPolicy": "Never",
+                    "tolerations": [GKE_MANAGED_TOLERATION],
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "probe",
+                        "image": KUBECTL_IMAGE,
+                        "command": ["kubectl", "create", "--dry-run=server", "-f", "/probe/resourceflavor.yaml"],
+                        "env": [{"name": "HOME", "value": "/tmp"}],
+                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "probe", "mountPath": "/probe", "readOnly": True},
+                                         {"name": "tmp", "mountPath": "/tmp"}],
+                    }],
+                    "volumes": [{"name": "probe", "configMap": {"name": WEBHOOK_PROBE}},
+                                {"name": "tmp", "emptyDir": {}}],
+                },
+            },
+        }},
+    ]

@@ -1,0 +1,296 @@
+"""Config of the Shared Pathways Service (`tpuplane:pathways`), its rules, and the plan derived from it.
+
+```yaml
+tpuplane:pathways:
+  name: pw                 # JobSet, namespace and DNS subdomain
+  tpuPool: train           # a group of tpuplane:tpuPools; the service owns its node pools
+  slices: 2                # default: every slice of the group
+  jaxVersion: 0.9.0        # or serverImage: <registry>/.../server:<tag>; never both
+  gcsBucket: gs://scratch  # optional: an existing bucket (the stack creates one otherwise)
+  sidecar:                 # optional colocated-Python sidecar on every worker
+    requirements: sidecar/requirements.txt
+    jaxVersion: 0.10.0     # default: the service's jaxVersion
+  # or sidecar: {image: <ref>}
+```
+
+Server and proxy images derive from one version, so the two can never skew.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from packaging.version import InvalidVersion, Version
+from pydantic import Field
+
+from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.kueue_config import SYSTEM_NAMESPACES
+from tpuplane.infra.model import ConfigModel
+from tpuplane.infra.naming import DNS_LABEL, workload_policy_name
+from tpuplane.infra.pathways import (
+    LABEL_VALUE_MAX,
+    PATHWAYS_GENERATIONS,
+    machine_shape,
+    matching_proxy_image,
+    pathways_cpu_requirements,
+    pathways_head_host,
+    pathways_service_address,
+    scratch_bucket_name,
+    server_image_for_jax,
+)
+from tpuplane.infra.proxy import PROXY_RESOURCES, parse_gcs_location, parse_image
+from tpuplane.infra.sidecar_image import base_image_for
+
+if TYPE_CHECKING:
+    from tpuplane.infra.config import StackConfig
+
+PATH = "tpuplane:pathways"
+
+
+class SidecarConfig(ConfigModel):
+    """Build a sidecar from `requirements` on the base image of `jax_version`, or run a ready `image`."""
+
+    requirements: str | None = None
+    jax_version: str | None = None
+    image: str | None = None
+
+
+class PathwaysConfig(ConfigModel):
+    name: str
+    tpu_pool: str
+    slices: int | None = Field(None, ge=1)
+    server_image: str | None = None
+    jax_version: str | None = None
+    gcs_bucket: str | None = None
+    sidecar: SidecarConfig | None = None
+
+    @property
+    def server_image_ref(self) -> str:
+        """The server image; valid once `pathways_problems` found nothing."""
+        return self.server_image or server_image_for_jax(self.jax_version or "")
+
+    @property
+    def proxy_image_ref(self) -> str:
+        proxy = matching_proxy_image(self.server_image_ref)
+        assert proxy is not None  # checked by pathways_problems
+        return proxy
+
+    @property
+    def sidecar_jax_version(self) -> str | None:
+        """The JAX the sidecar must run: its own setting, else the service's (the two must be equal)."""
+        if self.sidecar is None:
+            return None
+        return self.sidecar.jax_version or self.jax_version
+
+
+def team_namespaces(cfg: "StackConfig") -> list[str]:
+    """Namespaces of the declared Kueue teams: where clients (and their proxies) run."""
+    teams = getattr(cfg.kueue, "teams", None) or []
+    return sorted({getattr(team, "team_namespace", None) or getattr(team, "namespace", None) or team.name
+                   for team in teams})
+
+
+# ---- rules ------------------------------------------------------------------------------------------------------
+
+
+def pathways_problems(cfg: "StackConfig") -> list[Problem]:
+    """Rules of `tpuplane:pathways`, checked once the pools are valid."""
+    pw = cfg.pathways
+    if pw is None:
+        return []
+    problems = _name_problems(cfg, pw)
+    problems += _pool_problems(cfg, pw)
+    problems += _image_problems(pw)
+    if pw.gcs_bucket is not None:
+        problems += _as_problems(lambda: parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket"))
+    problems += _sidecar_problems(pw)
+    problems += _cpu_pool_problems(cfg)
+    return problems
+
+
+def _as_problems(check) -> list[Problem]:
+    try:
+        check()
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
+def _name_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
+    path = f"{PATH}.name"
+    host = pathways_head_host(pw.name)
+    if not DNS_LABEL.fullmatch(pw.name):
+        return [Problem(path, pw.name, "a DNS label: lowercase letters, digits and '-', starting with a letter",
+                        "it names the JobSet, its namespace and the DNS subdomain of its pods")]
+    if len(host) > LABEL_VALUE_MAX:
+        longest = (LABEL_VALUE_MAX - len(pathways_head_host(""))) // 2
+        return [Problem(path, pw.name, f"at most {longest} characters",
+                        f"JobSet stores the head's hostname '{host}' in a label, at most {LABEL_VALUE_MAX} characters")]
+    if pw.name == "default" or pw.name in SYSTEM_NAMESPACES or pw.name.startswith("kube-"):
+        return [Problem(path, pw.name, "a name that is not a system namespace",
+                        "the service gets a namespace of its own, named after it")]
+    if pw.name in team_namespaces(cfg):
+        return [Problem(path, pw.name, "a name no Kueue team uses as its namespace",
+                        "the service's namespace admits only its own pods and the teams' clients")]
+    return []
+
+
+def _pool_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
+    pool = cfg.pool_by_name(pw.tpu_pool)
+    if pool is None:
+        pools = ", ".join(p.name for p in cfg.tpu_pools) or "none declared"
+        return [Problem(f"{PATH}.tpuPool", pw.tpu_pool, f"the name of a tpuplane:tpuPools group: {pools}",
+                        "the service's workers run on that group's node pools")]
+    problems = []
+    if pw.slices is not None and pw.slices > pool.slices:
+        problems.append(Problem(f"{PATH}.slices", pw.slices, f"at most {pool.slices}",
+                                f"pool group '{pool.name}' has {pool.slices} slices; add slices there first"))
+    spec = pool.spec
+    if spec.generation not in PATHWAYS_GENERATIONS or not spec.pathways_instance_type:
+        problems.append(Problem(f"{PATH}.tpuPool", pw.tpu_pool,
+                                f"a pool of a generation Pathways serves: {', '.join(PATHWAYS_GENERATIONS)}",
+                                f"'{pool.name}' holds {pool.tpu_type} ({spec.generation})"))
+    if pool.capacity.value == "queued":
+        problems.append(Problem(f"{PATH}.tpuPool", pw.tpu_pool, "a pool whose capacity is not queued",
+                                "queued (DWS) nodes come only through a ProvisioningRequest; a long-lived "
+                                "service needs on-demand, spot, flex-start or reserved nodes"))
+    return problems
+
+
+def _image_problems(pw: PathwaysConfig) -> list[Problem]:
+    if (pw.server_image is None) == (pw.jax_version is None):
+        return [Problem(PATH, {"serverImage": pw.server_image, "jaxVersion": pw.jax_version},
+                        "exactly one of serverImage and jaxVersion",
+                        "jaxVersion picks the public server and proxy images of that JAX release")]
+    if pw.jax_version is not None:
+        return _version_problems(f"{PATH}.jaxVersion", pw.jax_version)
+    path = f"{PATH}.serverImage"
+    problems = _as_problems(lambda: parse_image(pw.server_image, path=path))
+    if problems:
+        return problems
+    if matching_proxy_image(pw.server_image) is None:
+        return [Problem(path, pw.server_image, "an image named .../server:<tag> or .../server@sha256:<digest>",
+                        "the proxy image is the sibling .../proxy_server with the same tag")]
+    last = pw.server_image.rpartition("/")[2]
+    if not ("@" in last or ":" in last) or last.endswith(":latest"):
+        return [Problem(path, pw.server_image, "a pinned tag or digest, not latest",
+                        "server and proxy images must be the same build; a moving tag lets them skew")]
+    return []
+
+
+def _version_problems(path: str, version: str) -> list[Problem]:
+    try:
+        Version(version)
+    except InvalidVersion:
+        return [Problem(path, version, "a JAX release version such as 0.9.0")]
+    return []
+
+
+def _sidecar_problems(pw: PathwaysConfig) -> list[Problem]:
+    sidecar = pw.sidecar
+    if sidecar is None:
+        return []
+    path = f"{PATH}.sidecar"
+    if sidecar.image is not None:
+        if sidecar.requirements is not None or sidecar.jax_version is not None:
+            return [Problem(path, sidecar.model_dump(by_alias=True, exclude_none=True),
+                            "either image, or requirements with an optional jaxVersion",
+                            "a ready image is used as it is; nothing is built")]
+        return _as_problems(lambda: parse_image(sidecar.image, path=f"{path}.image"))
+    version = pw.sidecar_jax_version
+    if version is None:
+        return [Problem(f"{path}.jaxVersion", None, "the JAX version of the server image",
+                        "with serverImage the service's JAX is unknown; the sidecar must run exactly the same JAX")]
+    if sidecar.jax_version is not None and pw.jax_version is not None:
+        bad = _version_problems(f"{path}.jaxVersion", sidecar.jax_version)
+        if bad:
+            return bad
+        if Version(sidecar.jax_version) != Version(pw.jax_version):
+            return [Problem(f"{path}.jaxVersion", sidecar.jax_version, f"{pw.jax_version} (the service's jaxVersion)",
+                            "client, server and sidecar must run exactly the same jax and jaxlib")]
+    return _as_problems(lambda: base_image_for(version, path=f"{path}.jaxVersion"))
+
+
+def _cpu_pool_problems(cfg: "StackConfig") -> list[Problem]:
+    machine = cfg.cluster.cpu_pool.machine_type
+    shape = machine_shape(machine)
+    need = pathways_cpu_requirements()
+    if shape is None or shape.holds(need):
+        return []  # an unknown machine family is GKE's to judge
+    return [Problem("tpuplane:cluster.cpuPool.machineType", machine,
+                    f"at least {need.vcpus} vCPUs and {need.memory_gib} GiB with tpuplane:pathways",
+                    f"{machine} has {shape.vcpus} vCPUs and {shape.memory_gib} GiB; a client proxy asks for "
+                    f"{PROXY_RESOURCES['cpu']} vCPUs and {PROXY_RESOURCES['memory']} besides GKE's reservations: "
+                    "use n2-standard-32 or larger (xpk uses n2-standard-64)")]
+
+
+# ---- plan -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PathwaysPlan:
+    """Everything the component creates, decided from a valid config."""
+
+    name: str
+    namespace: str
+    spec: TpuSpec
+    slices: int
+    capacity: str
+    node_pools: list[str]
+    placement_policy: str | None
+    server_image: str
+    proxy_image: str
+    bucket: str
+    create_bucket: bool
+    gcs_scratch_location: str
+    client_namespaces: list[str]
+    service_address: str
+    sidecar_image: str | None  # a ready image (sidecar.image)
+    build_sidecar: bool  # sidecar.requirements: the stack builds a SidecarImage and passes its image_ref
+
+    @property
+    def instance_type(self) -> str:
+        return self.spec.pathways_instance_type
+
+    def workload_identity_members(self, project: str) -> list[str]:
+        """Pods get Google credentials through Workload Identity as their namespace's `default` service account:
+        the service's own pods and the teams' proxies all use the scratch bucket."""
+        return [f"serviceAccount:{project}.svc.id.goog[{ns}/default]"
+                for ns in sorted({self.namespace, *self.client_namespaces})]
+
+
+def plan_pathways(cfg: "StackConfig") -> PathwaysPlan:
+    """The service of a validated config (`load_stack_config` ran `pathways_problems`)."""
+    pw = cfg.pathways
+    if pw is None:
+        raise ValueError("the stack config has no tpuplane:pathways section")
+    pool = cfg.pool_by_name(pw.tpu_pool)
+    assert pool is not None  # checked by pathways_problems
+    slices = pw.slices or pool.slices
+    if pw.gcs_bucket is None:
+        bucket = scratch_bucket_name(cfg.project, cfg.cluster.name, pw.name)
+        location = f"gs://{bucket}"
+    else:
+        location = parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket")
+        bucket = location.removeprefix("gs://").partition("/")[0]
+    return PathwaysPlan(
+        name=pw.name,
+        namespace=pw.name,
+        spec=pool.spec,
+        slices=slices,
+        capacity=pool.capacity.value,
+        node_pools=pool.node_pool_names[:slices],
+        placement_policy=workload_policy_name(cfg.cluster.name, pool.name) if pool.spec.needs_workload_policy
+        else None,
+        server_image=pw.server_image_ref,
+        proxy_image=pw.proxy_image_ref,
+        bucket=bucket,
+        create_bucket=pw.gcs_bucket is None,
+        gcs_scratch_location=location,
+        client_namespaces=team_namespaces(cfg),
+        service_address=pathways_service_address(pw.name),
+        sidecar_image=pw.sidecar.image if pw.sidecar is not None else None,
+        build_sidecar=pw.sidecar is not None and pw.sidecar.image is None,
+    )

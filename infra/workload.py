@@ -1,0 +1,337 @@
+"""TPU workloads as JobSets (what `xpk workload create` submits), rendered by a pure function.
+
+A workload is one JobSet; each of its jobs is one replicated Job with one child Job per slice
+(`replicas` = slices, `parallelism` = `completions` = VMs per slice, one pod per VM asking for all its chips).
+Several jobs in one workload form a job group: Kueue admits them together (one Workload, several pod sets).
+
+Failure handling follows xpk: a pod that exits with a code outside the retry set fails its Job at once
+(podFailurePolicy FailJob), and the JobSet then fails without restart; exit codes in the retry set
+(42, 127-255 — signals, preemption, maintenance — plus the user's) fail the Job normally and JobSet restarts
+the whole set, up to `maxRestarts` times.
+"""
+
+from __future__ import annotations
+
+import re
+from shlex import quote
+from typing import Any
+
+from pydantic import Field
+
+from tpuplane.infra.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
+from tpuplane.infra.config import Capacity, StackConfig
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.kueue import DEFAULT_LOCAL_QUEUE, DEFAULT_NAMESPACE, local_queues
+from tpuplane.infra.kueue_config import DEFAULT_PRIORITY, CamelModel, priority_problem
+from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX
+from tpuplane.infra.scheduling import (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    NODEPOOL_LABEL,
+    capacity_class,
+    tpu_node_selector,
+    tpu_resources,
+    tpu_tolerations,
+)
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+WORKLOAD_LABEL = "tpuplane.dev/workload"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+CONTAINER = "jax-tpu"  # xpk's container name: log queries written for xpk keep working
+DEFAULT_JOB = "slice"
+JAX_COORDINATOR_PORT = 8482  # JAX's default coordinator port on Cloud TPU
+DEFAULT_TTL = 43200  # xpk: finished JobSets stay 12 h for inspection
+# xpk's retry set: 42 (user "please retry"), 127-255 (killed by a signal: preemption, maintenance, OOM).
+RETRY_EXIT_CODES = (42, *range(127, 256))
+KUEUE_WORKLOAD_PREFIX = "jobset-"  # Kueue names a JobSet's Workload jobset-<name>-<5 hex>
+KUEUE_WORKLOAD_SUFFIX = 6
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+# Set by `multislice_env`; a user's env must not shadow them.
+RESERVED_ENV = frozenset({"JOBSET_NAME", "REPLICATED_JOB_NAME", "JOB_INDEX", "JAX_COORDINATOR_PORT",
+                          "JAX_COORDINATOR_ADDRESS", "JAX_PROCESS_COUNT", "MEGASCALE_COORDINATOR_ADDRESS",
+                          "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID"})
+
+
+class TpuJob(CamelModel):
+    """One replicated job: a program on `slices` slices of one TPU type."""
+
+    name: str = DEFAULT_JOB
+    tpu_type: str
+    machine_type: str | None = None
+    slices: int = Field(1, ge=1)
+    capacity: str = "on-demand"
+    image: str
+    command: str
+    args: list[str] = []  # appended to the command, shell-quoted (experiments put trial parameters here)
+    env: dict[str, str] = {}
+
+    @property
+    def spec(self) -> TpuSpec:
+        return resolve_tpu_type(self.tpu_type, machine_type=self.machine_type)
+
+
+class TpuWorkloadSpec(CamelModel):
+    """A JobSet of one job, or of several gang-scheduled together (a job group)."""
+
+    name: str
+    jobs: list[TpuJob] = Field(min_length=1)
+    namespace: str | None = None  # default: the queue's namespace
+    queue: str | None = None  # default: the stack's only LocalQueue (xpk's multislice-queue)
+    priority: str | None = None  # default: the team's priority, else medium
+    max_restarts: int = Field(0, ge=0)
+    restart_on_exit_codes: list[int] = []
+    ttl_seconds_after_finished: int = Field(DEFAULT_TTL, ge=0)
+    termination_grace_period_seconds: int = Field(30, ge=0)
+    service_account: str | None = None
+    labels: dict[str, str] = {}  # extra labels on the JobSet and its pods
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Names: the JobSet name ends up inside longer names that Kubernetes limits to 63 characters.
+
+
+def pod_hostname(name: str, job: str, job_index: int, pod_index: int) -> str:
+    """JobSet's pod hostname (and DNS name under the JobSet's subdomain)."""
+    return f"{name}-{job}-{job_index}-{pod_index}"
+
+
+def max_name_length(spec: TpuWorkloadSpec) -> int:
+    """The longest JobSet name whose derived names all fit in a DNS label (63):
+    - every pod hostname `<name>-<job>-<lastSlice>-<lastVm>` (the child Job name is its prefix);
+    - Kueue's Workload name `jobset-<name>-<hash>`, kept a label value so it can be selected on.
+    """
+    limit = K8S_LABEL_VALUE_MAX - len(KUEUE_WORKLOAD_PREFIX) - KUEUE_WORKLOAD_SUFFIX
+    for job in spec.jobs:
+        try:
+            vms = job.spec.vms_per_slice
+        except UnknownTpuType:
+            continue
+        limit = min(limit, K8S_LABEL_VALUE_MAX - len(pod_hostname("", job.name, job.slices - 1, vms - 1)))
+    return limit
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Checks: pure, shared by the CLI and the TpuWorkload/TpuExperiment components.
+
+
+def _pool_summary(cfg: StackConfig) -> str:
+    pools = [f"{p.name} ({p.tpu_type} x{p.slices}, {p.capacity.value})" for p in cfg.tpu_pools]
+    return ", ".join(pools) or "no TPU pools"
+
+
+def _pools_for(cfg: StackConfig, spec: TpuSpec, capacity: str) -> list:
+    """Pools whose nodes a job's pods can land on: same node labels and chips per VM."""
+    return [p for p in cfg.tpu_pools
+            if p.spec.accelerator == spec.accelerator and p.spec.topology == spec.topology
+            and p.spec.chips_per_vm == spec.chips_per_vm
+            and capacity_class(p.capacity.value) == capacity_class(capacity)]
+
+
+def _job_problems(path: str, job: TpuJob, cfg: StackConfig | None) -> list[Problem]:
+    problems = []
+    if not DNS_LABEL.fullmatch(job.name):
+        problems.append(Problem(f"{path}.name", job.name, "lowercase letters, digits and '-', starting with a letter"))
+    if job.capacity not in {c.value for c in Capacity}:
+        problems.append(Problem(f"{path}.capacity", job.capacity, f"one of {', '.join(c.value for c in Capacity)}"))
+    for key in job.env:
+        if not _ENV_NAME.fullmatch(key):
+            problems.append(Problem(f"{path}.env", key, "a name of letters, digits, '_', '.', '-'"))
+        elif key in RESERVED_ENV:
+            problems.append(Problem(f"{path}.env", key, f"a name other than {', '.join(sorted(RESERVED_ENV))}",
+                                    "tpuplane sets these for multi-slice JAX"))
+    try:
+        spec = job.spec
+    except UnknownTpuType as exc:
+        return problems + [Problem(f"{path}.tpuType", job.tpu_type, str(exc), "see `tpuplane catalog`")]
+    if cfg is not None:
+        pools = _pools_for(cfg, spec, job.capacity)
+        if not pools:
+            problems.append(Problem(f"{path}.tpuType", f"{job.tpu_type} ({job.capacity})",
+                                    f"a TPU type and capacity a pool provides: {_pool_summary(cfg)}",
+                                    "add a pool to the stack, or pick one of these"))
+        elif job.slices > sum(p.slices for p in pools):
+            problems.append(Problem(f"{path}.slices", job.slices,
+                                    f"at most {sum(p.slices for p in pools)} (the slices of pools "
+                                    f"{', '.join(p.name for p in pools)})",
+                                    "each slice of a workload takes a whole node pool"))
+    return problems
+
+
+def _queue_problems(spec: TpuWorkloadSpec, cfg: StackConfig) -> list[Problem]:
+    queues = local_queues(cfg)
+    wanted = (spec.namespace or DEFAULT_NAMESPACE, spec.queue or DEFAULT_LOCAL_QUEUE)
+    if wanted in queues.values():
+        return []
+    listed = ", ".join(f"{q} in namespace {ns}" for ns, q in sorted(queues.values()))
+    return [Problem("queue", f"{wanted[1]} in namespace {wanted[0]}", f"a LocalQueue of the stack: {listed}",
+                    "use --queue and --namespace of your team")]
+
+
+def workload_problems(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> list[Problem]:
+    """Every rule a workload must pass; with `cfg`, also against the stack's pools and queues."""
+    problems = []
+    limit = max_name_length(spec)
+    if not DNS_LABEL.fullmatch(spec.name):
+        problems.append(Problem("name", spec.name, "lowercase letters, digits and '-', starting with a letter"))
+    elif len(spec.name) > limit:
+        problems.append(Problem("name", spec.name, f"at most {limit} characters for this workload",
+                                "pod hostnames <name>-<job>-<slice>-<vm> and Kueue's jobset-<name>-<hash> "
+                                "must fit in 63 characters"))
+    if spec.priority is not None and (bad := priority_problem("priority", spec.priority)):
+        problems.append(bad)
+    for code in spec.restart_on_exit_codes:
+        if not 1 <= code <= 255:
+            problems.append(Problem("restartOnExitCodes", code, "exit codes 1 to 255"))
+    names = [j.name for j in spec.jobs]
+    for i, job in enumerate(spec.jobs):
+        if job.name in names[:i]:
+            problems.append(Problem(f"jobs[{i}].name", job.name, "a name no other job of the workload uses"))
+        problems += _job_problems(f"jobs[{i}]", job, cfg)
+    if cfg is not None:
+        problems += _queue_problems(spec, cfg)
+    return problems
+
+
+def resolve_workload(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> TpuWorkloadSpec:
+    """Check the workload, then fill queue, namespace and priority from the stack's queues. Raises ConfigError."""
+    problems = workload_problems(spec, cfg)
+    if problems:
+        raise ConfigError(problems)
+    namespace = spec.namespace or DEFAULT_NAMESPACE
+    queue = spec.queue or DEFAULT_LOCAL_QUEUE
+    priority = spec.priority
+    if priority is None and cfg is not None:
+        team = next((t for t in cfg.kueue.teams if (t.team_namespace, t.name) == (namespace, queue)), None)
+        priority = team.priority if team else None
+    return spec.model_copy(update={"namespace": namespace, "queue": queue, "priority": priority or DEFAULT_PRIORITY})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Rendering.
+
+
+def _field_env(name: str, label: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{label}']"}}}
+
+
+def multislice_env(spec: TpuSpec, slices: int) -> list[dict[str, Any]]:
+    """What JAX and libtpu read to join one program across slices. Order matters: `$(VAR)` expands only names
+    defined earlier. Process 0 (slice 0, VM 0) hosts both the JAX coordinator and the megascale coordinator."""
+    coordinator = "$(JOBSET_NAME)-$(REPLICATED_JOB_NAME)-0-0.$(JOBSET_NAME)"
+    env = [
+        _field_env("JOBSET_NAME", JOBSET_NAME_LABEL),
+        _field_env("REPLICATED_JOB_NAME", REPLICATED_JOB_LABEL),
+        _field_env("JOB_INDEX", JOB_INDEX_LABEL),
+        {"name": "JAX_COORDINATOR_PORT", "value": str(JAX_COORDINATOR_PORT)},
+        {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{coordinator}:$(JAX_COORDINATOR_PORT)"},
+        {"name": "JAX_PROCESS_COUNT", "value": str(slices * spec.vms_per_slice)},
+    ]
+    if slices > 1:  # single-slice programs must not start libtpu's DCN (megascale) runtime
+        env += [
+            {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": coordinator},
+            {"name": "MEGASCALE_NUM_SLICES", "value": str(slices)},
+            _field_env("MEGASCALE_SLICE_ID", JOB_INDEX_LABEL),
+        ]
+    return env
+
+
+
+
+def shell_command(job: TpuJob) -> list[str]:
+    """The user's command line, run by sh so pipes and `&&` work; args are quoted, never interpreted."""
+    line = " ".join([job.command, *(quote(a) for a in job.args)])
+    return ["/bin/sh", "-c", line]
+
+
+def retry_exit_codes(extra: list[int]) -> list[int]:
+    """Sorted and unique, as the Job API requires for onExitCodes values."""
+    return sorted(set(RETRY_EXIT_CODES) | set(extra))
+
+
+def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]) -> dict[str, Any]:
+    spec = job.spec
+    user_env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "hostNetwork": True,  # DCN traffic between slices runs on the VM's network
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "priorityClassName": workload.priority,
+        "terminationGracePeriodSeconds": workload.termination_grace_period_seconds,
+        "nodeSelector": tpu_node_selector(spec, capacity_class(job.capacity)),
+        "tolerations": tpu_tolerations(capacity_class(job.capacity)),
+        "containers": [{
+            "name": CONTAINER,
+            "image": job.image,
+            "command": shell_command(job),
+            "env": multislice_env(spec, job.slices) + user_env,
+            "resources": tpu_resources(spec),
+            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        }],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+    }
+    if workload.service_account:
+        pod["serviceAccountName"] = workload.service_account
+    return {"metadata": {"labels": labels}, "spec": pod}
+
+
+def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]) -> dict[str, Any]:
+    vms = job.spec.vms_per_slice
+    return {
+        "name": job.name,
+        "replicas": job.slices,
+        "template": {"spec": {
+            "parallelism": vms,
+            "completions": vms,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "podFailurePolicy": {"rules": [{
+                "action": "FailJob",
+                "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn",
+                                "values": retry_exit_codes(workload.restart_on_exit_codes)},
+            }]},
+            "template": _pod_template(workload, job, labels),
+        }},
+    }
+
+
+def render_tpu_jobset(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> dict[str, Any]:
+    """The JobSet for `kubectl apply --server-side -f -` or a Pulumi CustomResource. Raises ConfigError."""
+    workload = resolve_workload(spec, cfg)
+    labels = {**workload.labels, WORKLOAD_LABEL: workload.name}
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {
+            "name": workload.name,
+            "namespace": workload.namespace,
+            "labels": {**labels, QUEUE_LABEL: workload.queue, PRIORITY_LABEL: workload.priority},
+            # one child Job per node pool, i.e. each slice of the workload owns a whole node pool
+            "annotations": {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODEPOOL_LABEL},
+        },
+        "spec": {
+            "replicatedJobs": [_replicated_job(workload, job, labels) for job in workload.jobs],
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+            "successPolicy": {"operator": "All"},
+            "failurePolicy": {
+                "maxRestarts": workload.max_restarts,
+                "rules": [{"name": "FailOnNonRetryableExit", "action": "FailJobSet",
+                           "onJobFailureReasons": ["PodFailurePolicy"]}],
+            },
+            "ttlSecondsAfterFinished": workload.ttl_seconds_after_finished,
+        },
+    }
+
+
+def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
+    """`K=V` strings (CLI --env) -> mapping; a pair without '=' is a ConfigError."""
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError.at("--env", pair, "KEY=VALUE")
+        env[key] = value
+    return env
+

@@ -1,0 +1,583 @@
+"""`connect()`: use the Shared Pathways Service from a laptop or a notebook, and leave nothing behind.
+
+    with connect("pathways-service-pathways-head-0-0.pathways-service:29001", {"v6e-4": 2}, "gs://my-scratch"):
+        import jax
+        print(jax.devices())
+
+What happens, in order:
+1. Every argument is checked before anything is created (ConfigError naming the parameter).
+2. One namespace is resolved once (argument > kube context's namespace > "default") and used for every call.
+3. A proxy Job (rendered by `tpuplane.infra.proxy`) is created. It carries a heartbeat annotation that a
+   background thread renews, `activeDeadlineSeconds` and `ttlSecondsAfterFinished`, so a proxy whose client was
+   SIGKILLed is reaped by `tpuplane janitor` instead of holding slices forever.
+4. The pod is watched until Ready (the proxy's port accepts connections), with progress on stderr. Giving up
+   says why: unschedulable, image pull error, crash, or a timeout, with the pod's recent events.
+5. `kubectl port-forward` to a free local port, supervised (restarted once, then a clear error).
+6. JAX_PLATFORMS=proxy and JAX_BACKEND_TARGET=grpc://localhost:<port> in the environment, and in jax.config
+   when jax is already imported; both are restored on exit.
+Cleanup is idempotent and runs on normal exit, on exceptions, on SIGINT/SIGTERM/SIGHUP (then the previous
+handler runs) and at interpreter exit: forwarder killed and reaped, heartbeat stopped, Job deleted.
+
+JAX also needs the `proxy` backend registered (`pathwaysutils.initialize()`); tpuplane does not do that for you.
+"""
+
+from __future__ import annotations
+
+import atexit
+import getpass
+import json
+import os
+import secrets
+import signal
+import string
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from tpuplane.infra import proxy
+from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.runtime.kube import ApiException, KubeApi
+from tpuplane.runtime.port_forward import ForwarderError, PortForwarder, free_local_port, kubectl_port_forward_argv
+
+DEFAULT_TIMEOUT_SECONDS = 600.0  # cold pools and first image pulls take minutes, not the public client's 30 s
+DEFAULT_HEARTBEAT_SECONDS = 30.0
+DEFAULT_NAMESPACE = "default"
+JAX_SETTINGS = ("JAX_PLATFORMS", "JAX_BACKEND_TARGET")  # env names; jax.config options are their lowercase
+_EVENT_LINES = 8
+_EVENT_WIDTH = 200
+_DELETE_ATTEMPTS = 4
+_DELETE_BACKOFF_SECONDS = 0.2
+_HANDLED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class ConnectError(RuntimeError):
+    """connect() could not give a working session, or could not clean up after one; the message says why."""
+
+
+class ProxyNotReady(ConnectError):
+    """The proxy pod did not become Ready: unschedulable, image pull error, crash, or the timeout ran out."""
+
+
+# ---- decisions (pure) -------------------------------------------------------------------------------------------
+
+
+def resolve_namespace(explicit: str | None, context_namespace: str | None) -> str:
+    """The argument wins, then the kube context's namespace, then "default"."""
+    return explicit or context_namespace or DEFAULT_NAMESPACE
+
+
+@dataclass(frozen=True)
+class PodProgress:
+    """Where the proxy pod is on its way to Ready, in words, and whether waiting longer can help."""
+
+    phase: str  # short: "scheduling", "pulling image", ...
+    detail: str = ""  # why it is there, from the pod's conditions and container states
+    ready: bool = False
+    fatal: bool = False
+
+
+_FATAL_WAITING = {
+    "CrashLoopBackOff": "crash loop",
+    "InvalidImageName": "image pull error",
+    "ErrImageNeverPull": "image pull error",
+    "CreateContainerConfigError": "container config error",
+    "CreateContainerError": "container config error",
+    "RunContainerError": "container start error",
+}
+_PULL_WAITING = {"ErrImagePull", "ImagePullBackOff"}
+
+
+def describe_pod(pod: Mapping[str, Any] | None) -> PodProgress:
+    """The proxy pod's progress, from a pod in the API's JSON form (None: not created yet)."""
+    if pod is None:
+        return PodProgress("creating pod", "the Job controller has not created the proxy pod yet")
+    status = pod.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    if (conditions.get("Ready") or {}).get("status") == "True":
+        return PodProgress("ready", ready=True)
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting")
+        if terminated:
+            detail = (f"container {container.get('name')} exited with code {terminated.get('exitCode')} "
+                      f"({terminated.get('reason', 'no reason')}) {terminated.get('message', '')}").strip()
+            return PodProgress("crashed", detail, fatal=True)
+        if waiting:
+            reason = waiting.get("reason", "")
+            detail = f"{reason}: {waiting.get('message', '')}".strip(": ")
+            if reason in _FATAL_WAITING:
+                return PodProgress(_FATAL_WAITING[reason], detail, fatal=True)
+            if reason in _PULL_WAITING:
+                return PodProgress("image pull error", detail)
+            return PodProgress("pulling image / starting container", detail)
+        if state.get("running"):
+            return PodProgress("starting proxy", f"waiting for port {proxy.PROXY_PORT} to accept connections")
+    if status.get("phase") in ("Failed", "Succeeded"):
+        return PodProgress("ended", f"pod phase {status['phase']}: {status.get('message', '')}".strip(": "),
+                           fatal=True)
+    scheduled = conditions.get("PodScheduled") or {}
+    if scheduled.get("status") == "False":
+        return PodProgress("unschedulable" if scheduled.get("reason") == "Unschedulable" else "scheduling",
+                           scheduled.get("message", ""))
+    if scheduled.get("status") == "True":
+        return PodProgress("pulling image / starting container", "scheduled on a node")
+    return PodProgress("scheduling", "waiting for the scheduler")
+
+
+def _event_time(event: Mapping[str, Any]) -> str:
+    meta = event.get("metadata") or {}
+    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+               or meta.get("creationTimestamp") or "")
+
+
+def recent_events(events: Sequence[Mapping[str, Any]], limit: int = _EVENT_LINES, width: int = _EVENT_WIDTH) -> list[str]:
+    """The newest `limit` events, oldest first, one trimmed line each: `Warning FailedScheduling: 0/3 nodes ...`."""
+    lines = []
+    for event in sorted(events, key=_event_time)[-limit:]:
+        count = event.get("count") or 1
+        text = f"{event.get('type', 'Normal')} {event.get('reason', '')}: {' '.join(str(event.get('message', '')).split())}"
+        text = text if len(text) <= width else text[: width - 3] + "..."
+        lines.append(f"{text} (x{count})" if count > 1 else text)
+    return lines
+
+
+def _api_message(error: ApiException) -> str:
+    """`403 Forbidden: jobs.batch is forbidden: User ... cannot create ...` from an ApiException."""
+    message = ""
+    try:
+        message = json.loads(error.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        message = str(error.body or "")
+    return f"{error.status} {error.reason or ''}{': ' + message if message else ''}".strip()
+
+
+def _random_suffix() -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(proxy.PROXY_NAME_SUFFIX_LENGTH))
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "user"
+
+
+# ---- the session ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Request:
+    """Validated connect() arguments."""
+
+    service: str
+    slices: tuple[tuple[TpuSpec, int], ...]
+    gcs_location: str
+    namespace: str | None
+    context: str | None
+    timeout: float
+    image: str
+    options: proxy.ProxyOptions
+    heartbeat_interval: float
+    max_lifetime: int
+    kubectl: str
+
+
+def _positive(value: object, path: str, problems: list[Problem], allowed: str = "a number > 0") -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        problems.append(Problem(path, value, allowed))
+
+
+def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, namespace: str | None,
+                     context: str | None, timeout: float, proxy_image: str, proxy_options: Sequence[str],
+                     heartbeat_interval: float, max_lifetime: int, kubectl: str) -> _Request:
+    """Every connect() rule at once, so one error lists every mistake, each under its parameter name."""
+    problems: list[Problem] = []
+    results: dict[str, Any] = {}
+    checks: list[tuple[str, Callable[[], Any]]] = [
+        ("service", lambda: proxy.parse_service_address(pathways_service) and pathways_service),  # kept as given
+        ("slices", lambda: tuple(proxy.parse_tpus(tpus))),
+        ("gcs_location", lambda: proxy.parse_gcs_location(gcs_bucket)),
+        ("image", lambda: proxy.parse_image(proxy_image)),
+        ("options", lambda: proxy.parse_proxy_options(proxy_options)),
+        ("namespace", lambda: namespace if namespace is None else proxy.parse_name(namespace, path="namespace")),
+    ]
+    for key, check in checks:
+        try:
+            results[key] = check()
+        except ConfigError as error:
+            problems.extend(error.problems)
+    _positive(timeout, "timeout", problems, "seconds > 0")
+    _positive(heartbeat_interval, "heartbeat_interval", problems, "seconds > 0")
+    _positive(max_lifetime, "max_lifetime", problems, "whole seconds > 0")
+    if not problems and max_lifetime <= timeout:
+        problems.append(Problem("max_lifetime", max_lifetime, f"more than timeout ({timeout:g} s)"))
+    if context is not None and (not isinstance(context, str) or not context.strip()):
+        problems.append(Problem("context", context, "a kubeconfig context name, or None for the current one"))
+    if problems:
+        raise ConfigError(problems)
+    return _Request(context=context, timeout=float(timeout), heartbeat_interval=float(heartbeat_interval),
+                    max_lifetime=int(max_lifetime), kubectl=kubectl, **results)
+
+
+def connect(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, namespace: str | None = None,
+            context: str | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS,
+            proxy_image: str = proxy.DEFAULT_PROXY_IMAGE, proxy_options: Sequence[str] = (),
+            heartbeat_interval: float = DEFAULT_HEARTBEAT_SECONDS,
+            max_lifetime: int = proxy.DEFAULT_ACTIVE_DEADLINE_SECONDS, kubectl: str = "kubectl",
+            kube: KubeApi | None = None, console: Console | None = None) -> "PathwaysSession":
+    """A session on the Shared Pathways Service; use it as a context manager. Validates now, creates on enter.
+
+    pathways_service: `host:port` of the service's resource manager (port 29001).
+    tpus: virtual slices to ask for, by any catalog name or Pathways spelling: {"v6e-4": 2} or {"tpuv6e:2x2": 2}.
+    gcs_bucket: the scratch location, `gs://bucket[/folder]` or `bucket`.
+    timeout: seconds to wait for the proxy pod to be Ready. max_lifetime: the proxy Job's activeDeadlineSeconds.
+    proxy_options: "key:value" strings (see `tpuplane.infra.proxy.PROXY_OPTION_FORMS`), e.g. "sidecar:true".
+    kube: a `KubeApi` (default: from `context`); kubectl: the binary used for port-forward.
+    """
+    request = validate_request(pathways_service, tpus, gcs_bucket, namespace=namespace, context=context,
+                               timeout=timeout, proxy_image=proxy_image, proxy_options=proxy_options,
+                               heartbeat_interval=heartbeat_interval, max_lifetime=max_lifetime, kubectl=kubectl)
+    return PathwaysSession(request, kube=kube, console=console or Console(stderr=True))
+
+
+class _Heartbeat:
+    """Renews the proxy Job's heartbeat annotation every `interval` seconds until stopped."""
+
+    def __init__(self, kube: KubeApi, namespace: str, name: str, interval: float, warn: Callable[[str], None]):
+        self._kube, self._namespace, self._name, self._interval, self._warn = kube, namespace, name, interval, warn
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{name}", daemon=True)
+        self.beats = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._kube.patch_job_annotations(self._namespace, self._name, proxy.heartbeat_annotations(time.time()))
+                self.beats += 1
+            except ApiException as error:
+                if error.status == 404:
+                    self._warn(f"proxy Job {self._name} is gone (deleted, or past its deadline); heartbeat stopped")
+                    return
+                self._warn(f"heartbeat for proxy Job {self._name} failed: {_api_message(error)}")
+            except Exception as error:  # network trouble: keep trying, the janitor's margin is 20 beats
+                self._warn(f"heartbeat for proxy Job {self._name} failed: {error}")
+
+
+class _ExitHooks:
+    """atexit + signal handlers that run the cleanup, chained to (and restored to) the previous handlers."""
+
+    def __init__(self, cleanup: Callable[[], None]):
+        self._cleanup = cleanup
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        atexit.register(self._cleanup)
+        if threading.current_thread() is not threading.main_thread():
+            return  # Python delivers signals to the main thread only; atexit still covers interpreter exit
+        for signum in _HANDLED_SIGNALS:
+            previous = signal.getsignal(signum)
+            if previous in (signal.SIG_IGN, None):
+                continue  # the process ignores it (or it is not Python's to handle): so do we
+            self._previous[signum] = previous
+            signal.signal(signum, self._handle)
+
+    def uninstall(self) -> None:
+        atexit.unregister(self._cleanup)
+        for signum, previous in self._previous.items():
+            if signal.getsignal(signum) == self._handle:  # someone installed over us: leave theirs alone
+                signal.signal(signum, previous)
+        self._previous = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        self._cleanup()  # uninstalls us, restoring `previous`
+        if callable(previous):
+            previous(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        else:
+            raise SystemExit(128 + signum)
+
+
+class PathwaysSession:
+    """One client's proxy, port-forward and JAX settings. Enter to connect; exit (or `close()`) to tear down."""
+
+    def __init__(self, request: _Request, *, kube: KubeApi | None, console: Console):
+        self._request = request
+        self._kube = kube
+        self._console = console
+        self._lock = threading.RLock()
+        self._hooks = _ExitHooks(self._cleanup_quietly)
+        self._heartbeat: _Heartbeat | None = None
+        self._saved_env: dict[str, str | None] = {}
+        self._saved_jax: dict[str, Any] = {}
+        self._job_may_exist = False
+        self._entered = False
+        self._closed = False
+        self.namespace: str | None = None
+        self.job_name: str | None = None
+        self.pod_name: str | None = None
+        self.forwarder: PortForwarder | None = None
+        self.local_port: int | None = None
+
+    @property
+    def backend_target(self) -> str | None:
+        return f"grpc://localhost:{self.local_port}" if self.local_port else None
+
+    def check(self) -> None:
+        """Raise if the port-forward is gone for good (it is also reported on stderr the moment it happens)."""
+        if self.forwarder is not None and self.forwarder.failure is not None:
+            raise ConnectError(str(self.forwarder.failure)) from self.forwarder.failure
+
+    # -- enter --
+
+    def __enter__(self) -> "PathwaysSession":
+        if self._entered:
+            raise ConnectError("a session can be entered once; call connect() again for a new one")
+        self._entered = True
+        self._hooks.install()
+        try:
+            self._connect()
+        except BaseException as error:
+            cleanup_error = self._cleanup()
+            if self.forwarder is not None:  # started after a signal's cleanup had already run
+                self.forwarder.stop()
+            if cleanup_error is not None and isinstance(error, Exception):
+                raise ConnectError(f"{error}\nCleanup also failed: {cleanup_error}") from error
+            if cleanup_error is not None:
+                self._console.print(f"[red]{escape(cleanup_error)}[/]")
+            raise
+        return self
+
+    def _connect(self) -> None:
+        request = self._request
+        if self._kube is None:
+            try:
+                self._kube = KubeApi.from_context(request.context)
+            except Exception as error:
+                raise ConnectError(f"cannot load Kubernetes credentials (context {request.context or 'current'}): "
+                                   f"{error}. Hint: gcloud container clusters get-credentials <cluster>") from error
+        self.namespace = resolve_namespace(request.namespace, self._kube.context_namespace())
+        self.job_name = proxy.proxy_job_name(_user(), _random_suffix())
+        self._create_job()
+        self._heartbeat = _Heartbeat(self._kube, self.namespace, self.job_name, request.heartbeat_interval,
+                                     self._warn)
+        self._heartbeat.start()
+        self.pod_name = self._wait_ready()
+        self._start_forwarder()
+        self._ensure_open()
+        self._point_jax_at(self.backend_target)
+        self._console.print(f"[green]Connected[/] to {request.service} through proxy Job {self.job_name} "
+                            f"(namespace {self.namespace}); JAX_BACKEND_TARGET={self.backend_target}")
+
+    def _create_job(self) -> None:
+        request = self._request
+        manifest = proxy.render_proxy_job(proxy.ProxyJobSpec(
+            name=self.job_name, namespace=self.namespace, service=request.service, slices=request.slices,
+            gcs_location=request.gcs_location, heartbeat=int(time.time()), image=request.image,
+            options=request.options, active_deadline_seconds=request.max_lifetime))
+        try:
+            self._kube.create_job(self.namespace, manifest)
+        except ApiException as error:
+            # A 5xx may have come after the object was stored: delete it to be sure. A 4xx stored nothing,
+            # and on 409 the name belongs to someone else's Job, which must not be deleted.
+            self._job_may_exist = error.status is None or error.status >= 500
+            hint = {401: "refresh your credentials (gcloud auth login)",
+                    403: "your account needs create/get/list/patch/delete on jobs.batch and list on pods and "
+                         "events in this namespace; pass namespace= for one where it has them"}.get(error.status, "")
+            raise ConnectError(f"Kubernetes refused to create proxy Job {self.job_name} in namespace "
+                               f"{self.namespace}: {_api_message(error)}" + (f". Hint: {hint}" if hint else "")
+                               ) from None
+        except Exception:
+            self._job_may_exist = True
+            raise
+        self._job_may_exist = True
+
+    def _wait_ready(self) -> str:
+        """Poll the proxy pod until Ready; raise ProxyNotReady with the reason and recent events otherwise."""
+        request = self._request
+        deadline = time.monotonic() + request.timeout
+        poll = min(1.0, max(0.05, request.timeout / 20))
+        progress, pod_name, shown = describe_pod(None), None, ""
+        with self._console.status(f"proxy {self.job_name}: {progress.phase}") as status:
+            while True:
+                self._ensure_open()
+                pod = self._newest_pod()
+                pod_name = (pod or {}).get("metadata", {}).get("name", pod_name)
+                progress = describe_pod(pod)
+                line = f"proxy {self.job_name}: {progress.phase}" + (f" ({progress.detail})" if progress.detail else "")
+                status.update(escape(line))
+                if line != shown and not self._console.is_terminal:
+                    self._console.print(line, markup=False, highlight=False)
+                shown = line
+                if progress.ready:
+                    return pod_name
+                if progress.fatal:
+                    raise ProxyNotReady(self._why(f"proxy pod {pod_name} failed: {progress.phase}", progress,
+                                                  pod_name))
+                if time.monotonic() >= deadline:
+                    raise ProxyNotReady(self._why(f"proxy pod not Ready after {request.timeout:g}s "
+                                                  f"(last state: {progress.phase})", progress, pod_name))
+                time.sleep(poll)
+
+    def _ensure_open(self) -> None:
+        """Stop setting up once cleanup has run (a signal handler chained to one that did not raise)."""
+        if self._closed:
+            raise ConnectError(f"session closed during setup; proxy Job {self.job_name} was cleaned up")
+
+    def _newest_pod(self) -> dict[str, Any] | None:
+        try:
+            pods = self._kube.list_pods(self.namespace, f"job-name={self.job_name}")
+        except ApiException as error:
+            if error.status in (401, 403):
+                raise ConnectError(f"cannot watch the proxy pod in namespace {self.namespace}: "
+                                   f"{_api_message(error)}") from None
+            return None  # a transient API error: the deadline still bounds the wait
+        pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+        return pods[-1] if pods else None
+
+    def _why(self, headline: str, progress: PodProgress, pod_name: str | None) -> str:
+        events: list[dict[str, Any]] = []
+        for name in filter(None, (self.job_name, pod_name)):
+            try:
+                events.extend(self._kube.list_events(self.namespace, name))
+            except ApiException:
+                pass  # the diagnosis is best-effort; the headline still says what happened
+        lines = recent_events(events)
+        detail = f"\n{progress.detail}" if progress.detail else ""
+        shown = "\n  ".join(lines) if lines else "(none)"
+        return f"{headline} (Job {self.job_name}, namespace {self.namespace}){detail}\nRecent events:\n  {shown}"
+
+    def _start_forwarder(self) -> None:
+        self.local_port = free_local_port()
+        argv = kubectl_port_forward_argv(self._request.kubectl, self.namespace, self.pod_name, self.local_port,
+                                         proxy.PROXY_PORT, self._request.context)
+        self.forwarder = PortForwarder(argv, self.local_port, on_failure=self._forwarder_failed,
+                                       on_restart=lambda text: self._warn(text))
+        try:
+            self.forwarder.start()
+        except FileNotFoundError:
+            raise ConnectError(f"{self._request.kubectl!r} not found: install kubectl or pass kubectl=<path>") \
+                from None
+        except ForwarderError as error:
+            raise ConnectError(str(error)) from error
+
+    def _forwarder_failed(self, error: ForwarderError) -> None:
+        self._warn(f"{error}\nJAX calls will fail until you reconnect.")
+
+    def _warn(self, text: str) -> None:
+        self._console.print(f"[yellow]tpuplane:[/] {escape(text)}", highlight=False)
+
+    # -- JAX settings --
+
+    def _point_jax_at(self, target: str) -> None:
+        values = {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target}
+        self._saved_env = {name: os.environ.get(name) for name in JAX_SETTINGS}
+        jax = sys.modules.get("jax")  # only if imported: never import jax for the user
+        if jax is not None:
+            for name, value in values.items():
+                option = name.lower()
+                try:
+                    self._saved_jax[option] = getattr(jax.config, option)
+                except AttributeError:
+                    continue  # this jax has no such option (jax_backend_target is env-only in recent jax)
+                jax.config.update(option, value)
+        os.environ.update(values)
+
+    def _restore_jax(self) -> None:
+        if not self._saved_env:
+            return
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        jax = sys.modules.get("jax")
+        if jax is not None:  # imported before or during the session: put its options back too
+            for name in JAX_SETTINGS:
+                option = name.lower()
+                if not hasattr(jax.config, option):
+                    continue
+                jax.config.update(option, self._saved_jax.get(option, self._saved_env.get(name)))
+        self._saved_env, self._saved_jax = {}, {}
+
+    # -- exit --
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        failure = self.forwarder.failure if self.forwarder else None
+        cleanup_error = self._cleanup()
+        if exc_type is not None:
+            if cleanup_error is not None:
+                self._console.print(f"[red]{escape(cleanup_error)}[/]")
+            return
+        if cleanup_error is not None:
+            raise ConnectError(cleanup_error)
+        if failure is not None:
+            raise ConnectError(f"the session lost its port-forward: {failure}") from failure
+
+    def close(self) -> None:
+        """Tear everything down now; raises ConnectError if the proxy Job could not be deleted."""
+        cleanup_error = self._cleanup()
+        if cleanup_error is not None:
+            raise ConnectError(cleanup_error)
+
+    def _cleanup_quietly(self) -> None:
+        cleanup_error = self._cleanup()
+        if cleanup_error is not None:
+            self._console.print(f"[red]{escape(cleanup_error)}[/]")
+
+    def _cleanup(self) -> str | None:
+        """Stop the heartbeat and the forwarder, delete the Job, restore JAX settings and handlers. Idempotent.
+
+        Returns what could not be cleaned up, in words, or None.
+        """
+        with self._lock:
+            if self._closed:
+                return None
+            self._closed = True
+            try:
+                if self._heartbeat is not None:
+                    self._heartbeat.stop()
+                if self.forwarder is not None:
+                    self.forwarder.stop()
+                return self._delete_job() if self._job_may_exist else None
+            finally:
+                self._restore_jax()
+                self._hooks.uninstall()
+
+    def _delete_job(self) -> str | None:
+        last = ""
+        for attempt in range(_DELETE_ATTEMPTS):
+            try:
+                self._kube.delete_job(self.namespace, self.job_name)
+                return None
+            except ApiException as error:
+                if error.status == 404:
+                    return None  # already gone: that is what we wanted
+                last = _api_message(error)
+                if error.status is not None and 400 <= error.status < 500 and error.status != 429:
+                    break  # retrying will not change a refusal
+            except Exception as error:  # network trouble: retry
+                last = str(error)
+            if attempt + 1 < _DELETE_ATTEMPTS:
+                time.sleep(_DELETE_BACKOFF_SECONDS * 2 ** attempt)
+        return (f"could not delete proxy Job {self.job_name} in namespace {self.namespace}: {last}. Its heartbeat "
+                f"has stopped, so `tpuplane janitor` will delete it; or now: "
+                f"kubectl delete job --namespace {self.namespace} {self.job_name}")

@@ -1,0 +1,135 @@
+"""BatchStack, TpuWorkload, TpuExperiment and ImageCache under Pulumi's mocks.
+
+Kubernetes and GCP cannot exist here: the mocks record each registration (type, inputs, dependencies) instead of
+creating anything, which is what these tests assert on.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tpuplane.components.batch import BatchStack
+from tpuplane.components.offline import Plan, run_under_mocks
+from tpuplane.components.workload import ImageCache, TpuExperiment, TpuWorkload
+from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.experiments import ExperimentSpec
+from tpuplane.infra.workload import TpuJob, TpuWorkloadSpec
+
+RAW: dict[str, Any] = {
+    "gcp:project": "acme-ml",
+    "gcp:region": "us-east5",
+    "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b"},
+    "tpuplane:tpuPools": [{"name": "train", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"},
+                          {"name": "dws", "tpuType": "v6e-16", "slices": 2, "capacity": "queued"}],
+    "tpuplane:kueue": {"teams": [{"name": "research", "share": 0.6}, {"name": "prod", "share": 0.4}]},
+}
+SPOT_JOB = TpuJob(tpu_type="v6e-16", capacity="spot", slices=2, image="img:1", command="python train.py")
+
+
+def run(extra=None, raw: dict[str, Any] | None = None) -> tuple[Plan, dict[str, Any]]:
+    raw = copy.deepcopy(raw or RAW)
+    seen: dict[str, Any] = {}
+
+    def program() -> None:
+        cfg = load_stack_config(raw)
+        seen["batch"] = BatchStack("batch", cfg, cpu_pool_name="cpu")
+        if extra:
+            extra(cfg, seen["batch"])
+
+    return run_under_mocks(program, raw), seen
+
+
+@pytest.fixture(scope="module")
+def plan() -> Plan:
+    return run()[0]
+
+
+def kueue_crs(plan: Plan):
+    return [r for r in plan.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/")
+            or r.name.startswith("workloadpriorityclass-")]
+
+
+def test_batch_stack_installs_pinned_charts_in_their_namespaces(plan):
+    kueue, jobset = plan.named("kueue").inputs, plan.named("jobset").inputs
+    assert (kueue["chart"], kueue["version"], kueue["namespace"], kueue["createNamespace"]) == (
+        "oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", "kueue-system", True)
+    assert (jobset["chart"], jobset["version"], jobset["namespace"]) == (
+        "oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system")
+    assert "jobset.x-k8s.io/jobset" in kueue["values"]["managerConfig"]["controllerManagerConfigYaml"]
+
+
+def test_batch_stack_webhook_gate_runs_after_the_kueue_release(plan):
+    [job] = plan.of_type("kubernetes:batch/v1:Job")
+    assert plan.named("kueue").urn in job.depends_on
+    assert job.inputs["metadata"]["name"] == "kueue-webhook-ready"
+
+
+def test_batch_stack_every_kueue_object_waits_for_the_webhook_gate(plan):
+    [job] = plan.of_type("kubernetes:batch/v1:Job")
+    crs = kueue_crs(plan)
+    assert len(crs) == 5 + 2 + 2 + 3 + 2  # priorities, flavors, DWS check+config, queues, local queues
+    assert all(job.urn in cr.depends_on for cr in crs)
+
+
+def test_batch_stack_queues_wait_for_flavors_and_local_queues_for_namespaces(plan):
+    flavors = {r.urn for r in plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor")}
+    for cq in plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):
+        assert flavors <= set(cq.depends_on)
+    lq = plan.named("localqueue-research-research")
+    assert plan.named("namespace-research").urn in lq.depends_on
+
+
+def test_batch_stack_creates_queue_objects_with_v1beta2_fields(plan):
+    cq = plan.named("clusterqueue-research").inputs
+    assert cq["spec"]["cohortName"] == "tpuplane"
+    assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"] == ["tpu-v6e-slice-4x4-queued"]
+
+
+def test_batch_stack_outputs_local_queues():
+    _, seen = run()
+    batch = seen["batch"]
+    assert batch.local_queues == {"research": "research", "prod": "prod"}
+    assert batch.local_queue_namespaces == {"research": "research", "prod": "prod"}
+
+
+def test_batch_stack_without_teams_has_xpks_queue():
+    raw = {k: v for k, v in RAW.items() if k != "tpuplane:kueue"}
+    plan, seen = run(raw=raw)
+    assert seen["batch"].local_queues == {"default": "multislice-queue"}
+    assert plan.named("localqueue-default-multislice-queue").inputs["spec"] == {"clusterQueue": "cluster-queue"}
+
+
+def test_tpu_workload_waits_for_jobset_release_webhook_and_queues():
+    workload = TpuWorkloadSpec(name="train", queue="research", namespace="research", jobs=[SPOT_JOB])
+    plan, _ = run(lambda cfg, batch: TpuWorkload("train", workload, cfg, batch=batch))
+    [jobset] = plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
+    needed = {plan.named("jobset").urn, plan.of_type("kubernetes:batch/v1:Job")[0].urn,
+              plan.named("localqueue-research-research").urn}
+    assert needed <= set(jobset.depends_on)
+    assert jobset.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+
+
+def test_tpu_workload_for_a_type_no_pool_provides_fails_before_registering():
+    workload = TpuWorkloadSpec(name="train", queue="research", namespace="research",
+                               jobs=[TpuJob(tpu_type="v5p-128", image="i", command="c")])
+    with pytest.raises(ConfigError) as exc:
+        run(lambda cfg, batch: TpuWorkload("train", workload, cfg, batch=batch))
+    assert exc.value.problems[0].path == "jobs[0].tpuType"
+
+
+def test_tpu_experiment_creates_one_jobset_per_trial():
+    exp = ExperimentSpec(name="lr", queue="prod", namespace="prod", jobs=[SPOT_JOB], grid={"lr": [0.1, 0.2, 0.3]})
+    plan, _ = run(lambda cfg, batch: TpuExperiment("lr", exp, cfg, batch=batch))
+    names = sorted(r.inputs["metadata"]["name"] for r in plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    assert names == ["lr-0", "lr-1", "lr-2"]
+
+
+def test_image_cache_is_a_daemonset_child():
+    plan, _ = run(lambda cfg, batch: ImageCache("cache", ["img:1"], cfg))
+    [ds] = plan.of_type("kubernetes:apps/v1:DaemonSet")
+    assert ds.parent == plan.named("cache").urn
+    assert ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == "img:1"

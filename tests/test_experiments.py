@@ -1,0 +1,108 @@
+"""Experiments: grid and trial expansion, deterministic trial names, arguments, job groups, and the file model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.experiments import (
+    ExperimentSpec,
+    expand_trials,
+    experiment_problems,
+    load_experiment,
+    render_experiment,
+)
+from tpuplane.infra.k8s_validation import manifest_errors
+
+JOB = {"tpuType": "v6e-16", "slices": 2, "image": "us-docker.pkg.dev/acme/train:1", "command": "python train.py"}
+
+
+def experiment(**fields) -> ExperimentSpec:
+    return ExperimentSpec.model_validate({"name": "sweep", "jobs": [JOB], **fields})
+
+
+def command_of(jobset, i=0) -> str:
+    return jobset["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
+
+
+def test_experiment_grid_is_the_product_over_sorted_keys():
+    trials = expand_trials(experiment(grid={"lr": [0.1, 0.01], "batch": [128, 256, 512]}))
+    assert [t.params for t in trials][:2] == [{"batch": 128, "lr": 0.1}, {"batch": 128, "lr": 0.01}]
+    assert len(trials) == 6
+
+
+def test_experiment_grid_key_order_does_not_rename_trials():
+    a = render_experiment(experiment(grid={"lr": [0.1, 0.01], "batch": [1, 2]}))
+    b = render_experiment(experiment(grid={"batch": [1, 2], "lr": [0.1, 0.01]}))
+    assert yaml.safe_dump_all(a, sort_keys=True) == yaml.safe_dump_all(b, sort_keys=True)
+
+
+def test_experiment_trial_names_args_env_and_labels():
+    jobsets = render_experiment(experiment(trials=[{"lr": 0.1, "warm": True}, {"lr": 0.2, "tag": "b c"}]))
+    assert [j["metadata"]["name"] for j in jobsets] == ["sweep-0", "sweep-1"]
+    assert command_of(jobsets[0]) == "python train.py --lr=0.1 --warm=true"
+    assert command_of(jobsets[1]) == "python train.py --lr=0.2 '--tag=b c'"
+    env = {e["name"]: e.get("value") for e in
+           jobsets[1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert json.loads(env["TPUPLANE_TRIAL_PARAMS"]) == {"lr": 0.2, "tag": "b c"}
+    assert jobsets[1]["metadata"]["labels"]["tpuplane.dev/experiment"] == "sweep"
+    assert jobsets[1]["metadata"]["labels"]["tpuplane.dev/trial"] == "1"
+
+
+def test_experiment_without_sweep_runs_once_under_its_name():
+    [jobset] = render_experiment(experiment())
+    assert jobset["metadata"]["name"] == "sweep"
+    assert command_of(jobset) == "python train.py"
+
+
+def test_experiment_job_group_is_one_jobset_per_trial_with_every_member():
+    members = [{**JOB, "name": "trainer"}, {**JOB, "name": "evaluator", "slices": 1, "command": "python eval.py"}]
+    jobsets = render_experiment(experiment(jobs=members, grid={"lr": [1, 2]}))
+    assert len(jobsets) == 2
+    assert [r["name"] for r in jobsets[1]["spec"]["replicatedJobs"]] == ["trainer", "evaluator"]
+    assert command_of(jobsets[1], 1) == "python eval.py --lr=2"
+    assert all(manifest_errors(j) == [] for j in jobsets)
+
+
+def test_experiment_grid_and_trials_together_are_refused():
+    problems = experiment_problems(experiment(grid={"lr": [1]}, trials=[{"lr": 2}]))
+    assert [p.path for p in problems] == ["trials"]
+
+
+def test_experiment_empty_grid_list_is_refused():
+    assert [p.path for p in experiment_problems(experiment(grid={"lr": []}))] == ["grid.lr"]
+
+
+def test_experiment_name_limit_accounts_for_the_trial_suffix():
+    ok_len = 50 - len("-9")  # Kueue's jobset-<name>-<hash> caps a v6e-16 workload name at 50
+    assert experiment_problems(experiment(name="a" * ok_len, grid={"x": list(range(10))})) == []
+    [problem] = experiment_problems(experiment(name="a" * (ok_len + 1), grid={"x": list(range(10))}))
+    assert problem.path == "name" and "with 10 trials" in problem.allowed
+
+
+def test_experiment_too_many_trials_is_refused():
+    problems = experiment_problems(experiment(grid={"a": list(range(40)), "b": list(range(40))}))
+    assert [p.path for p in problems] == ["grid"]
+
+
+def test_experiment_bad_parameter_name_is_refused():
+    assert [p.path for p in experiment_problems(experiment(trials=[{"bad name": 1}]))] == ["trials"]
+
+
+def test_experiment_file_round_trip(tmp_path: Path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"name": "lr", "priority": "low", "jobs": [JOB], "grid": {"lr": [0.1, 0.2]}}))
+    jobsets = render_experiment(load_experiment(path))
+    assert [j["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] for j in jobsets] == ["low", "low"]
+
+
+def test_experiment_file_unknown_key_names_the_field(tmp_path: Path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"name": "lr", "jobs": [{**JOB, "tpuTyp": "x"}]}))
+    with pytest.raises(ConfigError) as exc:
+        load_experiment(path)
+    assert "jobs[0].tpuTyp" in [p.path for p in exc.value.problems]

@@ -1,0 +1,278 @@
+"""Kueue renderers: flavors, quotas equal to pool capacity, team splits, priorities, controllers, webhook gate."""
+
+from __future__ import annotations
+
+import copy
+from fractions import Fraction
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tpuplane.infra import kueue
+from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.k8s_validation import manifest_errors
+from tpuplane.infra.scheduling import TPU_RESOURCE, slice_chips
+
+BASE: dict[str, Any] = {
+    "gcp:project": "acme-ml",
+    "gcp:region": "us-east5",
+    "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b"},
+}
+
+POOL_CONFIGS = {
+    "one-spot-pool": [{"name": "train", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"}],
+    "same-shape-two-pools": [{"name": "a", "tpuType": "v6e-16", "slices": 3},
+                             {"name": "b", "tpuType": "v6e-16", "slices": 2, "capacity": "flex-start"}],
+    "mixed": [{"name": "spot", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"},
+              {"name": "queued", "tpuType": "v6e-16", "slices": 2, "capacity": "queued"},
+              {"name": "big", "tpuType": "v5p-128", "slices": 2},
+              {"name": "small", "tpuType": "tpu7x-8", "slices": 5},
+              {"name": "lite", "tpuType": "v5litepod-16", "slices": 1, "capacity": "spot"}],
+}
+TEAMS = [{"name": "research", "share": 0.5, "borrowingLimit": 0.25},
+         {"name": "prod", "namespace": "serving", "share": 0.3, "lendingLimit": 0.5, "priority": "high"}]
+
+
+def stack(pools: list[dict[str, Any]], teams: list[dict[str, Any]] | None = None, **kueue_cfg: Any):
+    raw = copy.deepcopy(BASE) | {"tpuplane:tpuPools": copy.deepcopy(pools)}
+    if teams is not None or kueue_cfg:
+        raw["tpuplane:kueue"] = {**kueue_cfg, **({"teams": copy.deepcopy(teams)} if teams is not None else {})}
+    return load_stack_config(raw)
+
+
+def tpu_quota(cq: dict[str, Any]) -> dict[str, int]:
+    groups = [g for g in cq["spec"]["resourceGroups"] if g["coveredResources"] == [TPU_RESOURCE]]
+    return {f["name"]: f["resources"][0]["nominalQuota"] for g in groups for f in g["flavors"]}
+
+
+def pool_capacity(cfg) -> dict[str, int]:
+    capacity: dict[str, int] = {}
+    for pool in cfg.tpu_pools:
+        name = kueue.pool_flavor_name(pool)
+        capacity[name] = capacity.get(name, 0) + slice_chips(pool.spec, pool.slices)
+    return capacity
+
+
+@pytest.mark.parametrize("teams", [None, TEAMS], ids=["single-queue", "teams"])
+@pytest.mark.parametrize("pools", POOL_CONFIGS.values(), ids=POOL_CONFIGS.keys())
+def test_cluster_queues_quota_equals_pool_capacity_for_every_flavor(pools, teams):
+    cfg = stack(pools, teams)
+    totals: dict[str, int] = {}
+    for cq in kueue.render_cluster_queues(cfg):
+        for flavor, chips in tpu_quota(cq).items():
+            totals[flavor] = totals.get(flavor, 0) + chips
+    assert totals == pool_capacity(cfg)
+
+
+def test_flavors_one_per_node_label_set():
+    cfg = stack(POOL_CONFIGS["mixed"] + POOL_CONFIGS["same-shape-two-pools"])
+    names = [f["metadata"]["name"] for f in kueue.render_flavors(cfg, "cpu")]
+    assert names == ["tpu-v5p-slice-4x4x4", "tpu-v6e-slice-4x4", "tpu7x-2x2x1", "tpu-v5-lite-podslice-4x4-spot",
+                     "tpu-v6e-slice-4x4-spot", "tpu-v6e-slice-4x4-queued", "cpu"]
+
+
+def test_spot_flavor_selects_spot_nodes_and_tolerates_tpu_taint():
+    flavor = kueue.render_flavors(stack(POOL_CONFIGS["one-spot-pool"]), "cpu")[0]
+    assert flavor["spec"]["nodeLabels"] == {"cloud.google.com/gke-spot": "true",
+                                            "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                            "cloud.google.com/gke-tpu-topology": "4x4",
+                                            "tpuplane.dev/capacity": "spot"}
+    assert {"key": "google.com/tpu", "operator": "Equal", "value": "present",
+            "effect": "NoSchedule"} in flavor["spec"]["tolerations"]
+
+
+def test_cpu_flavor_selects_the_named_cpu_pool():
+    cpu = kueue.render_flavors(stack([]), "system")[-1]
+    assert cpu["spec"] == {"nodeLabels": {"cloud.google.com/gke-nodepool": "system"}}
+
+
+def test_single_queue_is_xpks_cluster_queue_and_multislice_queue_in_default():
+    cfg = stack(POOL_CONFIGS["one-spot-pool"])
+    [cq] = kueue.render_cluster_queues(cfg)
+    [lq] = kueue.render_local_queues(cfg)
+    assert cq["metadata"]["name"] == "cluster-queue"
+    assert cq["spec"]["namespaceSelector"] == {}
+    assert cq["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
+    assert "cohortName" not in cq["spec"]
+    assert lq["metadata"] == {"name": "multislice-queue", "namespace": "default"}
+    assert lq["spec"] == {"clusterQueue": "cluster-queue"}
+
+
+def test_cpu_and_memory_quota_come_from_the_cpu_pool_in_their_own_group():
+    cfg = stack([], None)  # default cpu pool: n2-standard-16, up to 10 nodes
+    [cq] = kueue.render_cluster_queues(cfg)
+    [group] = cq["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory"]
+    assert group["flavors"][0]["resources"] == [{"name": "cpu", "nominalQuota": 160},
+                                                {"name": "memory", "nominalQuota": "655360Mi"}]
+
+
+def test_resource_appears_in_one_group_only():
+    for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS)):
+        covered = [r for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]]
+        assert len(covered) == len(set(covered))
+
+
+def test_teams_get_cohort_namespace_selector_and_reclaim():
+    cqs = {cq["metadata"]["name"]: cq for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS))}
+    assert sorted(cqs) == ["prod", "research", "unassigned"]
+    assert {cq["spec"]["cohortName"] for cq in cqs.values()} == {"tpuplane"}
+    assert cqs["prod"]["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "serving"}}
+    assert cqs["research"]["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+    assert "namespaceSelector" not in cqs["unassigned"]["spec"]  # lends only; Kueue's nil selector matches nothing
+
+
+def test_team_limits_are_fractions_in_whole_units():
+    cfg = stack(POOL_CONFIGS["one-spot-pool"], TEAMS)
+    cqs = {cq["metadata"]["name"]: cq for cq in kueue.render_cluster_queues(cfg)}
+    research = cqs["research"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    prod = cqs["prod"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert research == {"name": TPU_RESOURCE, "nominalQuota": 32, "borrowingLimit": 16}  # 64 chips
+    assert prod == {"name": TPU_RESOURCE, "nominalQuota": 19, "lendingLimit": 9}
+
+
+def test_team_local_queues_live_in_team_namespaces():
+    cfg = stack(POOL_CONFIGS["one-spot-pool"], TEAMS)
+    assert [(q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"])
+            for q in kueue.render_local_queues(cfg)] == [("research", "research", "research"),
+                                                         ("serving", "prod", "prod")]
+    assert [n["metadata"]["name"] for n in kueue.render_team_namespaces(cfg)] == ["research", "serving"]
+
+
+def test_full_shares_leave_no_unassigned_queue():
+    teams = [{"name": "a", "share": 0.25}, {"name": "b", "share": 0.75}]
+    names = [cq["metadata"]["name"] for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], teams))]
+    assert names == ["a", "b"]
+
+
+def test_queued_flavor_gets_provisioning_check_through_admission_checks_strategy():
+    cfg = stack(POOL_CONFIGS["mixed"])
+    [cq] = kueue.render_cluster_queues(cfg)
+    assert "admissionChecks" not in cq["spec"]  # v1beta2 has only the strategy
+    assert cq["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": "dws-prov", "onFlavors": ["tpu-v6e-slice-4x4-queued"]}]}
+    prc, check = kueue.render_provisioning(cfg)
+    assert prc["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    assert prc["spec"]["managedResources"] == [TPU_RESOURCE]
+    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    assert check["spec"]["parameters"]["name"] == prc["metadata"]["name"]
+
+
+def test_no_queued_pool_no_provisioning_objects():
+    cfg = stack(POOL_CONFIGS["one-spot-pool"])
+    assert kueue.render_provisioning(cfg) == []
+    assert "admissionChecksStrategy" not in kueue.render_cluster_queues(cfg)[0]["spec"]
+
+
+def test_priorities_exist_for_kueue_and_for_pods():
+    objs = kueue.render_priority_classes()
+    values = {(o["kind"], o["metadata"]["name"]): o["value"] for o in objs}
+    expected = {"very-low": 100, "low": 250, "medium": 500, "high": 750, "very-high": 1000}
+    assert values == {**{("WorkloadPriorityClass", k): v for k, v in expected.items()},
+                      **{("PriorityClass", k): v for k, v in expected.items()}}
+    assert all(o.get("globalDefault") is False for o in objs if o["kind"] == "PriorityClass")
+
+
+@given(total=st.integers(0, 100_000),
+       raw=st.lists(st.integers(1, 1000), min_size=1, max_size=12))
+def test_largest_remainder_sums_exactly_and_stays_within_one_unit(total, raw):
+    weights = [Fraction(w, sum(raw)) for w in raw]
+    parts = kueue.largest_remainder(total, weights)
+    assert sum(parts) == total
+    assert all(abs(p - total * w) < 1 for p, w in zip(parts, weights))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shares=st.lists(st.integers(1, 100), min_size=1, max_size=6), slack=st.integers(0, 100),
+       slices=st.integers(1, 9))
+def test_team_split_sums_to_capacity_for_any_shares(shares, slack, slices):
+    total = sum(shares) + slack
+    teams = [{"name": f"t{i}", "share": s / total} for i, s in enumerate(shares)]
+    cfg = stack([{"name": "p", "tpuType": "v6e-16", "slices": slices}], teams)
+    quotas = kueue.cluster_queue_quotas(cfg)
+    assert sum(q.tpu["tpu-v6e-slice-4x4"] for q in quotas) == slices * 16
+    assert sum(q.cpu for q in quotas) == kueue.cpu_pool_quota(cfg)[0]
+    assert sum(q.memory_mib for q in quotas) == kueue.cpu_pool_quota(cfg)[1]
+
+
+@pytest.mark.parametrize("machine, shape", [("n2-standard-16", (16, 65536)), ("n1-standard-4", (4, 15360)),
+                                            ("c3-highcpu-8", (8, 16384)), ("e2-highmem-2", (2, 16384)),
+                                            ("n2-custom-6-20480", (6, 20480)), ("e2-medium", None)])
+def test_cpu_machine_shape(machine, shape):
+    assert kueue.cpu_machine_shape(machine) == shape
+
+
+def test_controller_sizing_follows_xpks_formula():
+    # 4 slices x 4 VMs + 2 slices x 16 VMs + 10 CPU nodes = 58 nodes: the floors apply.
+    cfg = stack([{"name": "a", "tpuType": "v6e-16", "slices": 4}, {"name": "b", "tpuType": "v5p-128", "slices": 2}])
+    assert kueue.controller_node_count(cfg) == 58
+    values = kueue.kueue_helm_values(cfg, "cpu")["controllerManager"]["manager"]["resources"]
+    assert values["limits"] == {"cpu": "2", "memory": "4096Mi"}
+    big = stack([{"name": "a", "tpuType": "v5p-128", "slices": 200}])  # 3200 + 10 nodes
+    assert kueue.kueue_helm_values(big, "cpu")["controllerManager"]["manager"]["resources"]["limits"] == {
+        "cpu": "13", "memory": "102720Mi"}
+    assert kueue.jobset_helm_values(big, "cpu")["controller"]["resources"]["limits"]["memory"] == "4096Mi"
+    huge = stack([{"name": "a", "tpuType": "v5p-128", "slices": 300}])  # 4810 nodes x 1.2 MiB
+    assert kueue.jobset_helm_values(huge, "cpu")["controller"]["resources"]["limits"]["memory"] == "5772Mi"
+
+
+def test_kueue_configuration_enables_jobset_integration():
+    values = kueue.kueue_helm_values(stack([]), "cpu")
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+
+
+def test_controllers_tolerate_gke_managed_components_and_run_on_cpu_pool():
+    cfg = stack([])
+    kueue_release, jobset_release = kueue.controller_releases(cfg, "cpu")
+    for placement in (kueue_release.values["controllerManager"], jobset_release.values["controller"]):
+        assert placement["tolerations"] == [kueue.GKE_MANAGED_TOLERATION]
+        assert placement["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu"}
+    assert (kueue_release.chart, kueue_release.version, kueue_release.namespace) == (
+        "oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", "kueue-system")
+    assert (jobset_release.chart, jobset_release.version, jobset_release.namespace) == (
+        "oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system")
+
+
+def test_versions_are_configurable():
+    kueue_release, jobset_release = kueue.controller_releases(
+        stack([], version="0.18.0", jobsetVersion="0.11.1"), "cpu")
+    assert (kueue_release.version, jobset_release.version) == ("0.18.0", "0.11.1")
+
+
+def test_webhook_probe_dry_run_creates_a_resource_flavor_with_least_privilege():
+    *setup, job = kueue.render_webhook_probe("0.19.2")
+    role = next(o for o in setup if o["kind"] == "ClusterRole")
+    assert role["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["create"]}]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert "--dry-run=server" in container["command"]
+    assert job["metadata"]["namespace"] == "kueue-system"
+    assert job["spec"]["template"]["metadata"]["annotations"] == {"tpuplane.dev/kueue-version": "0.19.2"}
+    configmap = next(o for o in setup if o["kind"] == "ConfigMap")
+    assert yaml.safe_load(configmap["data"]["resourceflavor.yaml"])["kind"] == "ResourceFlavor"
+
+
+@pytest.mark.parametrize("teams", [None, TEAMS], ids=["single-queue", "teams"])
+def test_every_rendered_object_is_valid(teams):
+    cfg = stack(POOL_CONFIGS["mixed"], teams)
+    objs = (kueue.render_queue_objects(cfg, "cpu") + kueue.render_priority_classes()
+            + kueue.render_team_namespaces(cfg) + kueue.render_webhook_probe(cfg.kueue.version))
+    assert [e for o in objs for e in manifest_errors(o)] == []
+
+
+def test_rendering_is_deterministic():
+    a = yaml.safe_dump_all(kueue.render_queue_objects(stack(POOL_CONFIGS["mixed"], TEAMS), "cpu"), sort_keys=True)
+    b = yaml.safe_dump_all(kueue.render_queue_objects(stack(POOL_CONFIGS["mixed"], TEAMS), "cpu"), sort_keys=True)
+    assert a == b
+
+
+def test_flavors_of_one_shape_select_disjoint_nodes_by_capacity_class():
+    """An on-demand flavor must not match spot nodes of the same shape (Kueue injects these selectors)."""
+    pools = [{"name": "od", "tpuType": "v6e-16", "capacity": "on-demand"},
+             {"name": "sp", "tpuType": "v6e-16", "capacity": "spot"}]
+    standard, spot = [f["spec"]["nodeLabels"] for f in kueue.render_flavors(stack(pools), "cpu")[:2]]
+    assert standard["tpuplane.dev/capacity"] != spot["tpuplane.dev/capacity"]

@@ -1,0 +1,189 @@
+"""Specification of `tpuplane plan`: the offline plan of a stack, as JSON, Markdown or a component tree.
+
+The command runs the real program in stacks/ under Pulumi's mocks (GCP and Kubernetes cannot exist here).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from conftest import REPO, stack_file_config
+from tpuplane.cli.main import app
+from tpuplane.cli.plan import render_table
+from tpuplane.components.offline import Plan, PlannedResource
+
+
+def tpuplane(*args: str):
+    """`tpuplane plan ...` against this repository, wherever pytest runs from."""
+    return CliRunner().invoke(app, ["plan", "--project-dir", str(REPO), *args])
+
+
+@pytest.fixture(scope="module")
+def dev_json() -> str:
+    result = tpuplane("--stack", "dev", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture
+def stack_file(tmp_path: Path):
+    """Write a Pulumi.<name>.yaml outside the repository and return its path."""
+
+    def write(name: str, config: dict) -> Path:
+        path = tmp_path / f"Pulumi.{name}.yaml"
+        path.write_text(yaml.safe_dump({"config": config}))
+        return path
+
+    return write
+
+
+# --- JSON ------------------------------------------------------------------------------------------------
+
+
+def test_plan_json_has_project_stack_and_resources(dev_json):
+    doc = json.loads(dev_json)
+
+    assert (sorted(doc), doc["project"], doc["stack"]) == (["project", "resources", "stack"], "tpuplane", "dev")
+    assert {tuple(sorted(r)) for r in doc["resources"]} == {
+        ("dependsOn", "inputs", "name", "parent", "type", "urn")}
+
+
+def test_plan_json_lists_resources_by_type_token(dev_json):
+    types = {r["type"] for r in json.loads(dev_json)["resources"]}
+
+    assert {"tpuplane:index:TpuCluster", "tpuplane:index:TpuSlicePool", "gcp:container/cluster:Cluster",
+            "gcp:container/nodePool:NodePool", "gcp:serviceaccount/account:Account"} <= types
+
+
+def test_plan_json_keeps_integral_numbers_as_integers(dev_json):
+    custom = {(r["type"], r["name"]): r["inputs"] for r in json.loads(dev_json)["resources"]}
+    pool = custom["gcp:container/nodePool:NodePool", "train-0"]
+
+    assert '"nodeCount": 4,' in dev_json
+    assert [type(pool["nodeCount"]), type(pool["maxPodsPerNode"])] == [int, int]
+    assert type(custom["gcp:container/cluster:Cluster", "fleet-dev"]["initialNodeCount"]) is int
+
+
+def test_plan_json_is_the_same_on_every_run(dev_json):
+    assert tpuplane("--stack", "dev", "--format", "json").stdout == dev_json
+
+
+def test_plan_json_lists_resources_in_urn_order(dev_json):
+    urns = [r["urn"] for r in json.loads(dev_json)["resources"]]
+
+    assert urns == sorted(urns)
+
+
+def test_plan_out_writes_the_plan_to_a_file_instead_of_stdout(tmp_path, dev_json):
+    out = tmp_path / "plan.json"
+
+    result = tpuplane("--stack", "dev", "--format", "json", "--out", str(out))
+
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert out.read_text() == dev_json
+
+
+# --- --config FILE -------------------------------------------------------------------------------------
+
+
+def test_plan_config_file_names_the_stack_after_the_file(stack_file):
+    path = stack_file("staging", stack_file_config("dev"))
+
+    result = tpuplane("--config", str(path), "--format", "json")
+
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["stack"] == "staging"
+    assert sorted(r["name"] for r in doc["resources"] if r["type"] == "tpuplane:index:TpuSlicePool") == ["train"]
+
+
+def test_plan_config_file_qualifies_project_keys_as_pulumi_does(stack_file):
+    config = {k.removeprefix("tpuplane:"): v for k, v in stack_file_config("dev").items()}  # `cluster:` etc.
+    path = stack_file("short", config)
+
+    result = tpuplane("--config", str(path), "--format", "json")
+
+    assert result.exit_code == 0, result.stderr
+    assert "train-1" in {r["name"] for r in json.loads(result.stdout)["resources"]}
+
+
+# --- bad input -----------------------------------------------------------------------------------------
+
+
+def test_plan_invalid_config_exits_2_with_the_problem_on_stderr(stack_file):
+    config = stack_file_config("dev")
+    config["tpuplane:tpuPools"][0]["slices"] = 0
+
+    result = tpuplane("--config", str(stack_file("bad", config)))
+
+    assert result.exit_code == 2
+    assert "tpuplane:tpuPools[0].slices: got 0" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stdout == ""
+
+
+def test_plan_missing_stack_file_exits_2_naming_the_file():
+    result = tpuplane("--stack", "no-such-stack")
+
+    assert result.exit_code == 2
+    assert "Pulumi.no-such-stack.yaml" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_plan_invalid_yaml_exits_2(tmp_path):
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text("config: [unclosed\n")
+
+    result = tpuplane("--config", str(path))
+
+    assert result.exit_code == 2
+    assert "invalid YAML" in result.stderr
+
+
+# --- Markdown and table ------------------------------------------------------------------------------------
+
+
+def test_plan_markdown_lists_every_resource_and_its_inputs():
+    result = tpuplane("--stack", "dev", "--format", "markdown")
+
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("# Plan of `tpuplane/dev`\n")
+    assert "| `gcp:container/nodePool:NodePool` | `train-1` | train |" in result.stdout
+    assert "<code>gcp:container/nodePool:NodePool</code> <b>train-1</b>" in result.stdout
+    assert "consumeReservationType: NO_RESERVATION" in result.stdout
+
+
+def test_plan_table_shows_the_component_tree():
+    lines = tpuplane("--stack", "dev").stdout.splitlines()
+
+    def depth(fragment: str) -> int:
+        (line,) = [ln for ln in lines if ln.endswith(fragment)]
+        return line.index(fragment)
+
+    assert lines[0].startswith("tpuplane/dev: ")
+    assert depth("tpuplane:index:TpuCluster fleet-dev") < depth("tpuplane:index:TpuSlicePool train") \
+        < depth("gcp:container/nodePool:NodePool train-0")
+    assert any(ln.strip(" │├└─").startswith('placementPolicy.type = "COMPACT"') for ln in lines)
+
+
+def _resource(type_: str, name: str, parent: PlannedResource | None, custom: bool) -> PlannedResource:
+    """A registration as Pulumi's mock monitor names it: the parent's own type qualifies the child's."""
+    qualifier = parent.urn.split("::")[2].split("$")[-1] if parent else "pulumi:pulumi:Stack"
+    urn = f"urn:pulumi:dev::tpuplane::{qualifier}${type_}::{name}"
+    return PlannedResource(urn, type_, name, parent.urn if parent else "", {}, (), custom)
+
+
+def test_render_table_nests_children_whatever_the_type_names():
+    cluster = _resource("tpuplane:index:TpuCluster", "fleet", None, custom=False)
+    batch = _resource("tpuplane:index:Batch", "batch", cluster, custom=False)
+    queue = _resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "team-a", batch, custom=True)
+    plan = Plan("tpuplane", "dev", sorted([cluster, batch, queue], key=lambda r: r.urn))
+
+    tree = render_table(plan)
+
+    assert [child.label for child in tree.children] == ["[cyan]tpuplane:index:TpuCluster[/] [bold]fleet[/]"]

@@ -1,0 +1,191 @@
+"""The proxy Job and janitor renderers (`tpuplane.infra.proxy`) and the `ProxyJanitor` component.
+
+Rendered manifests are checked against the Kubernetes 1.30 OpenAPI schemas with kubernetes-validate. The
+component runs under Pulumi's mocks, which stand in for a Kubernetes API server that cannot exist here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tpuplane.components.janitor import ProxyJanitor
+from tpuplane.components.offline import run_under_mocks
+from tpuplane.infra import proxy
+from tpuplane.infra.errors import ConfigError
+
+K8S_VERSION = "1.30"
+
+
+@pytest.fixture
+def job_spec() -> proxy.ProxyJobSpec:
+    return proxy.ProxyJobSpec(
+        name=proxy.proxy_job_name("alice", "ab1cd"), namespace="team-a",
+        service="pathways-service-pathways-head-0-0.pathways-service:29001",
+        slices=tuple(proxy.parse_tpus({"v6e-4": 2})), gcs_location="gs://scratch-bucket/tmp", heartbeat=1_700_000_000)
+
+
+def container(job: dict) -> dict:
+    (only,) = job["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def with_options(spec: proxy.ProxyJobSpec, *options: str) -> proxy.ProxyJobSpec:
+    return proxy.ProxyJobSpec(**{**spec.__dict__, "options": proxy.parse_proxy_options(list(options))})
+
+
+def test_render_proxy_job_is_a_valid_batch_job(job_spec):
+    kubernetes_validate.validate(proxy.render_proxy_job(job_spec), K8S_VERSION, strict=True)
+
+
+def test_render_proxy_job_is_deterministic(job_spec):
+    first = yaml.safe_dump(proxy.render_proxy_job(job_spec))
+    assert yaml.safe_dump(proxy.render_proxy_job(job_spec)) == first
+
+
+def test_render_proxy_job_args_ask_the_resource_manager_for_virtual_slices(job_spec):
+    assert container(proxy.render_proxy_job(job_spec))["args"] == [
+        "--server_port=29000",
+        "--resource_manager_address=pathways-service-pathways-head-0-0.pathways-service:29001",
+        "--gcs_scratch_location=gs://scratch-bucket/tmp",
+        "--virtual_slices=tpuv6e:2x2,tpuv6e:2x2",
+    ]
+
+
+@pytest.mark.parametrize("option, flag", [
+    ("sidecar:true", "--sidecar_name=external"),
+    ("elastic_slices:2", "--num_elastic_slices=2"),
+    ("metrics:TRUE", "--enable_metrics_collection=true"),
+])
+def test_render_proxy_job_option_adds_its_flag(job_spec, option, flag):
+    assert flag in container(proxy.render_proxy_job(with_options(job_spec, option)))["args"]
+
+
+def test_render_proxy_job_appends_xla_flags(job_spec):
+    args = container(proxy.render_proxy_job(with_options(job_spec, 'xla_flags:"--xla_a=1 --xla_b=true"')))["args"]
+    assert args[-2:] == ["--xla_a=1", "--xla_b=true"]
+
+
+def test_render_proxy_job_insecure_credentials_is_an_env_var(job_spec):
+    rendered = container(proxy.render_proxy_job(with_options(job_spec, "use_insecure_credentials:true")))
+    assert rendered["env"] == [{"name": "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS", "value": "true"}]
+    assert "env" not in container(proxy.render_proxy_job(job_spec))
+
+
+def test_render_proxy_job_is_bounded_findable_and_beating(job_spec):
+    job = proxy.render_proxy_job(job_spec)
+    assert job["metadata"]["labels"] == job["spec"]["template"]["metadata"]["labels"] == proxy.PROXY_LABELS
+    assert job["metadata"]["annotations"] == {proxy.HEARTBEAT_ANNOTATION: "1700000000"}
+    assert job["spec"]["activeDeadlineSeconds"] == proxy.DEFAULT_ACTIVE_DEADLINE_SECONDS
+    assert job["spec"]["ttlSecondsAfterFinished"] == proxy.DEFAULT_TTL_SECONDS_AFTER_FINISHED
+    assert job["spec"]["backoffLimit"] == 0
+
+
+def test_render_proxy_job_shares_nodes_and_is_ready_only_when_listening(job_spec):
+    job = proxy.render_proxy_job(job_spec)
+    assert "hostNetwork" not in job["spec"]["template"]["spec"]
+    assert container(job)["readinessProbe"]["tcpSocket"] == {"port": proxy.PROXY_PORT}
+
+
+@pytest.mark.parametrize("image, policy", [
+    ("us-docker.pkg.dev/p/pathways/proxy_server:jax-0.9.0", "IfNotPresent"),
+    ("us-docker.pkg.dev/p/pathways/proxy_server@sha256:" + "a" * 64, "IfNotPresent"),
+    ("us-docker.pkg.dev/p/pathways/proxy_server:latest", "Always"),
+    ("localhost:5000/pathways/proxy_server", "Always"),
+])
+def test_render_proxy_job_pulls_moving_tags_every_time(job_spec, image, policy):
+    spec = proxy.ProxyJobSpec(**{**job_spec.__dict__, "image": image})
+    assert container(proxy.render_proxy_job(spec))["imagePullPolicy"] == policy
+
+
+@pytest.mark.parametrize("user", ["alice", "Jane_Doe", "x" * 200, "___", "dé.jà vu"])
+def test_proxy_job_name_is_a_dns_label_with_the_suffix(user):
+    name = proxy.proxy_job_name(user, "ab1cd")
+    assert proxy.parse_name(name, path="name") == name
+    assert name.startswith("tpuplane-proxy-") and name.endswith("-ab1cd")
+
+
+@pytest.mark.parametrize("server, expected", [
+    ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.9.0",
+     "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.9.0"),
+    ("us-docker.pkg.dev/x/pathways/server@sha256:" + "b" * 64, "us-docker.pkg.dev/x/pathways/proxy_server@sha256:" + "b" * 64),
+    ("localhost:5000/pathways/server", "localhost:5000/pathways/proxy_server"),
+])
+def test_proxy_image_for_keeps_the_server_tag(server, expected):
+    assert proxy.proxy_image_for(server) == expected
+
+
+def test_proxy_image_for_rejects_other_images():
+    with pytest.raises(ConfigError, match="server_image"):
+        proxy.proxy_image_for("us-docker.pkg.dev/x/pathways/worker:jax-0.9.0")
+
+
+@pytest.mark.parametrize("location, normalized", [
+    ("scratch-bucket", "gs://scratch-bucket"),
+    ("gs://scratch-bucket/", "gs://scratch-bucket"),
+    ("gs://scratch_bucket/a/b/", "gs://scratch_bucket/a/b"),
+    ("gs://a.b.c", "gs://a.b.c"),
+])
+def test_parse_gcs_location_normalizes(location, normalized):
+    assert proxy.parse_gcs_location(location) == normalized
+
+
+def test_parse_tpus_accepts_every_generation_and_the_pathways_spelling():
+    names = {"v4-8": 1, "v5litepod-8": 1, "v5p-16": 1, "v6e-16": 1, "tpu7x-8": 1, "tpuv6e:2x2": 3}
+    assert [(s.pathways_instance_type, n) for s, n in proxy.parse_tpus(names)][-1] == ("tpuv6e:2x2", 3)
+    assert len(proxy.parse_tpus(names)) == len(names)
+
+
+# ---- janitor --------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def janitor_spec() -> proxy.JanitorSpec:
+    return proxy.JanitorSpec(namespace="team-a", image="us-docker.pkg.dev/p/tools/tpuplane:0.1.0")
+
+
+def test_render_janitor_is_valid_kubernetes(janitor_spec):
+    for manifest in proxy.render_janitor(janitor_spec):
+        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+
+
+def test_render_janitor_runs_the_cli_with_least_privilege(janitor_spec):
+    account, role, binding, cron_job = proxy.render_janitor(janitor_spec)
+    assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["delete", "get", "list"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": "team-a"}]
+    pod = cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert pod["containers"][0]["command"] == ["tpuplane", "janitor", "--namespace", "team-a", "--stale-after", "600"]
+    assert cron_job["spec"]["concurrencyPolicy"] == "Forbid"
+
+
+def test_render_janitor_is_deterministic(janitor_spec):
+    assert json.dumps(proxy.render_janitor(janitor_spec)) == json.dumps(proxy.render_janitor(janitor_spec))
+
+
+@pytest.mark.parametrize("change, path", [
+    ({"namespace": "Team"}, "proxyJanitor.namespace"),
+    ({"image": ""}, "proxyJanitor.image"),
+    ({"schedule": "every 5 minutes"}, "proxyJanitor.schedule"),
+    ({"stale_after_seconds": 10}, "proxyJanitor.staleAfterSeconds"),
+])
+def test_janitor_problems_name_the_field(janitor_spec, change, path):
+    with pytest.raises(ConfigError) as raised:
+        proxy.render_janitor(proxy.JanitorSpec(**{**janitor_spec.__dict__, **change}))
+    assert [p.path for p in raised.value.problems] == [path]
+
+
+def test_proxy_janitor_component_registers_its_objects_in_order(janitor_spec):
+    """Pulumi mocks stand in for the Kubernetes API server, which cannot exist here."""
+    plan = run_under_mocks(lambda: ProxyJanitor("janitor", namespace="team-a", image=janitor_spec.image), {})
+    (component,) = plan.of_type("tpuplane:index:ProxyJanitor")
+    children = [r for r in plan.resources if r.parent == component.urn]
+    kinds = {r.type.rsplit(":", 1)[-1]: r for r in children}
+    assert set(kinds) == {"ServiceAccount", "Role", "RoleBinding", "CronJob"}
+    assert len(kinds["CronJob"].depends_on) == 3
+    command = kinds["CronJob"].inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:2] == ["tpuplane", "janitor"]

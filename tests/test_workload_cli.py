@@ -1,0 +1,83 @@
+"""`tpuplane workload render` and `tpuplane experiment render`, run through typer's test runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from tpuplane.cli.workload import app, experiment_app
+from tpuplane.infra.k8s_validation import manifest_errors
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = ["workload", "render", "--tpu-type", "v6e-16", "--image", "img:1", "--command", "python train.py"]
+
+root = typer.Typer()
+root.add_typer(app, name="workload")
+root.add_typer(experiment_app, name="experiment")
+
+
+@pytest.fixture
+def stack_file(tmp_path: Path) -> Path:
+    path = tmp_path / "Pulumi.test.yaml"
+    path.write_text(yaml.safe_dump({"config": {
+        "gcp:project": "acme-ml", "gcp:region": "us-east5",
+        "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b"},
+        "tpuplane:tpuPools": [{"name": "train", "tpuType": "v6e-16", "slices": 2, "capacity": "spot"}]}}))
+    return path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(root, list(args), catch_exceptions=False)
+
+
+def test_workload_render_prints_a_valid_jobset():
+    result = invoke(*BASE, "--slices", "2", "--name", "train", "--priority", "high", "--env", "A=1")
+    assert result.exit_code == 0
+    jobset = yaml.safe_load(result.stdout)
+    assert jobset["metadata"]["name"] == "train"
+    assert jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high"
+    assert manifest_errors(jobset) == []
+
+
+def test_workload_render_is_deterministic():
+    assert invoke(*BASE, "--env", "B=2", "--env", "A=1").stdout == invoke(*BASE, "--env", "A=1", "--env", "B=2").stdout
+
+
+def test_workload_render_default_name_says_what_runs():
+    assert yaml.safe_load(invoke(*BASE, "--slices", "3").stdout)["metadata"]["name"] == "v6e-16-x3"
+
+
+@pytest.mark.parametrize("args, message", [(["--priority", "urgent"], "very-high (1000)"),
+                                           (["--env", "NOEQUALS"], "KEY=VALUE"),
+                                           (["--slices", "0"], "slices"),
+                                           (["--name", "Bad_Name"], "name")])
+def test_workload_render_bad_input_exits_2_with_the_reason(args, message):
+    result = invoke(*BASE, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_workload_render_checks_against_the_stack_pools(stack_file: Path):
+    ok = invoke(*BASE, "--capacity", "spot", "--config", str(stack_file), "--project-dir", str(REPO))
+    assert ok.exit_code == 0
+    missing = invoke(*BASE, "--config", str(stack_file), "--project-dir", str(REPO))  # on-demand: no such pool
+    assert missing.exit_code == 2
+    assert "train (v6e-16 x2, spot)" in missing.stderr
+
+
+def test_experiment_render_prints_one_jobset_per_trial(tmp_path: Path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"name": "lr", "jobs": [{"tpuType": "v6e-16", "image": "i", "command": "c"}],
+                                    "grid": {"lr": [1, 2]}}))
+    result = invoke("experiment", "render", str(path))
+    assert result.exit_code == 0
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(result.stdout)] == ["lr-0", "lr-1"]
+
+
+def test_experiment_render_missing_file_exits_2(tmp_path: Path):
+    result = invoke("experiment", "render", str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 2
