@@ -399,6 +399,15 @@ def alternate_specs(spec: TpuSpec) -> list[TpuSpec]:
     return [alt for (name, _), alt in _build_catalog().alternates.items() if name == spec.name]
 
 
+def machine_type_generation(machine_type: str) -> tuple[str, int] | None:
+    """(generation, chips per VM) of a TPU machine type such as `ct6e-standard-4t`; None for other machines."""
+    for generation in GENERATIONS:
+        for chips_per_vm, name in generation.machine_types.items():
+            if name == machine_type:
+                return generation.generation, chips_per_vm
+    return None
+
+
 def find_generation(word: str) -> Generation | None:
     """The generation a bare prefix names (`v6e`, `v5litepod`, `v5e`), or None."""
     word = _normalize(word)

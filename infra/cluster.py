@@ -11,6 +11,7 @@ from tpuplane.infra.naming import node_service_account_id
 
 CPU_POOL_NAME = "cpu"
 PRODUCTION_LABEL = "tpuplane-production"  # GCE label on the cluster, read by the policy pack
+WORKLOAD_POOL_SUFFIX = ".svc.id.goog"  # Workload Identity pool: <project>.svc.id.goog
 
 # Least privilege for nodes: GKE's own minimal node role (logs, metrics, metadata) and image pulls.
 NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
@@ -33,7 +34,7 @@ def plan_cluster(cfg: StackConfig) -> ClusterPlan:
         name=c.name,
         location=cfg.region if c.regional else c.zone,
         node_locations=(c.zone,),
-        workload_pool=f"{cfg.project}.svc.id.goog",
+        workload_pool=f"{cfg.project}{WORKLOAD_POOL_SUFFIX}",
         service_account_id=node_service_account_id(c.name),
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
     )

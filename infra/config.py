@@ -146,6 +146,16 @@ class StackConfig(ConfigModel):
     def pool_by_name(self, name: str) -> TpuPoolConfig | None:
         return next((p for p in self.tpu_pools if p.name == name), None)
 
+    def service_slices(self, pool: TpuPoolConfig) -> int:
+        """Slices of `pool` the Shared Pathways Service holds for itself (its first ones), outside Kueue."""
+        if self.pathways is None or self.pathways.tpu_pool != pool.name:
+            return 0
+        return min(self.pathways.slices or pool.slices, pool.slices)
+
+    def queued_slices(self, pool: TpuPoolConfig) -> int:
+        """Slices of `pool` that Kueue admits workloads to: all but the service's."""
+        return pool.slices - self.service_slices(pool)
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Loading: raw Pulumi config -> StackConfig, or one ConfigError listing every problem.

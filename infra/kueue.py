@@ -197,8 +197,9 @@ def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
     flavors = [
         TpuFlavor(name=name, capacity=capacity_class(pools[0].capacity.value),
                   node_labels=tpu_node_labels(pools[0].spec, capacity_class(pools[0].capacity.value)),
-                  chips=sum(slice_chips(p.spec, p.slices) for p in pools), pools=tuple(p.name for p in pools))
+                  chips=sum(slice_chips(p.spec, cfg.queued_slices(p)) for p in pools), pools=tuple(p.name for p in pools))
         for name, pools in grouped.items()
+        if any(cfg.queued_slices(p) for p in pools)  # a group wholly dedicated to a service is not Kueue's
     ]
     order = {"standard": 0, "spot": 1, "queued": 2}
     return sorted(flavors, key=lambda f: (order[f.capacity], f.name))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from tpuplane.infra.catalog import TpuSpec
 from tpuplane.infra.config import Capacity, StackConfig, TpuPoolConfig
 from tpuplane.infra.naming import workload_policy_name
-from tpuplane.infra.scheduling import pool_node_labels, pool_taints, slice_chips
+from tpuplane.infra.scheduling import DEDICATED_KEY, dedicated_taint, pool_node_labels, pool_taints, slice_chips
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 TPU_MAX_PODS_PER_NODE = 15  # one workload pod per TPU VM plus daemons; saves pod IP space at scale (xpk)
@@ -102,6 +102,15 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
     from_zero = pool.capacity in (Capacity.FLEX_START, Capacity.QUEUED)
     in_stack = (pool.reservation if pool.capacity is Capacity.RESERVATION and pool.reservation
                 and cfg.reservation_by_name(pool.reservation) else None)
+    dedicated = cfg.service_slices(pool)  # the first slices, held by the Shared Pathways Service
+
+    def labels(i: int) -> dict[str, str]:
+        own = {DEDICATED_KEY: cfg.pathways.name} if i < dedicated and cfg.pathways else {}
+        return dict(sorted({**pool_node_labels(pool.capacity.value), **own}.items()))
+
+    def taints(i: int) -> list[dict[str, str]]:
+        return pool_taints() + ([dedicated_taint(cfg.pathways.name)] if i < dedicated and cfg.pathways else [])
+
     pools = [
         SlicePoolPlan(
             group=pool.name,
@@ -119,8 +128,8 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
             queued_provisioning=pool.capacity is Capacity.QUEUED,
             reservation_affinity=_reservation_affinity(pool),
             reservation_in_stack=in_stack,
-            labels=pool_node_labels(pool.capacity.value),
-            taints=pool_taints(),
+            labels=labels(i),
+            taints=taints(i),
             # Flex-start and queued nodes are released, not repaired (GKE rejects auto-repair on them).
             auto_repair=not from_zero,
             auto_upgrade=True,  # required by release channels; freeze upgrades with a maintenance exclusion

@@ -35,6 +35,7 @@ from tpuplane.infra.proxy import PROXY_RESOURCES, matching_proxy_image
 from tpuplane.infra.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
+    dedicated_toleration,
     tpu_node_selector,
     tpu_resources,
     tpu_tolerations,
@@ -276,7 +277,7 @@ def _worker_job(name: str, *, spec: TpuSpec, slices: int, capacity: str, server_
                     "containers": [container],
                     "nodeSelector": tpu_node_selector(spec, capacity, placement_policy),
                     "restartPolicy": "OnFailure",
-                    "tolerations": tpu_tolerations(capacity),
+                    "tolerations": tpu_tolerations(capacity) + [dedicated_toleration(name)],
                 }},
             },
         },

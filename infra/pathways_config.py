@@ -50,9 +50,15 @@ PATH = "tpuplane:pathways"
 
 
 class SidecarConfig(ConfigModel):
-    """Build a sidecar from `requirements` on the base image of `jax_version`, or run a ready `image`."""
+    """Build a sidecar from `requirements` on the base image of `jax_version`, or run a ready `image`.
+
+    The build context is the folder of `requirements` (the repository's `sidecar/`); `constraints` is the base
+    image's `/opt/venv/server_constraints.txt`, exported next to it, that the offline check reads. Paths are
+    relative to the project (the folder of Pulumi.yaml).
+    """
 
     requirements: str | None = None
+    constraints: str | None = None
     jax_version: str | None = None
     image: str | None = None
 
@@ -194,7 +200,7 @@ def _sidecar_problems(pw: PathwaysConfig) -> list[Problem]:
         return []
     path = f"{PATH}.sidecar"
     if sidecar.image is not None:
-        if sidecar.requirements is not None or sidecar.jax_version is not None:
+        if sidecar.requirements is not None or sidecar.jax_version is not None or sidecar.constraints is not None:
             return [Problem(path, sidecar.model_dump(by_alias=True, exclude_none=True),
                             "either image, or requirements with an optional jaxVersion",
                             "a ready image is used as it is; nothing is built")]

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from tpuplane.infra.catalog import machine_type_generation
 from tpuplane.infra.errors import ConfigError, Problem
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -120,16 +121,6 @@ def parse_plan(raw: object, source: str = "plan") -> Plan:
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 
-_GENERATION_BY_MACHINE_FAMILY = {
-    "ct4p": "v4",
-    "ct5lp": "v5e",
-    "ct5p": "v5p",
-    "ct6e": "v6e",
-    "tpu7": "tpu7",
-    "tpu7x": "tpu7x",
-}
-_TPU_MACHINE_TYPE = re.compile(r"(?P<family>[a-z0-9]+)-[a-z]+-(?P<chips>\d+)t")
-
 
 @dataclass(frozen=True)
 class TpuPool:
@@ -145,14 +136,6 @@ class TpuPool:
         return self.vms * self.chips_per_vm
 
 
-def tpu_generation(machine_type: str) -> tuple[str, int] | None:
-    """(generation, chips per VM) of a TPU machine type such as `ct6e-standard-4t`; None for other machines."""
-    match = _TPU_MACHINE_TYPE.fullmatch(machine_type)
-    if not match or match["family"] not in _GENERATION_BY_MACHINE_FAMILY:
-        return None
-    return _GENERATION_BY_MACHINE_FAMILY[match["family"]], int(match["chips"])
-
-
 def pool_vms(inputs: Mapping[str, Any]) -> int:
     """VMs a pool holds at most: its static size, else the autoscaling ceiling (flex-start, queued pools)."""
     autoscaling = inputs.get("autoscaling") or {}
@@ -166,7 +149,7 @@ def pool_vms(inputs: Mapping[str, Any]) -> int:
 def tpu_pool(inputs: Mapping[str, Any]) -> TpuPool | None:
     """The TPU slice a NodePool's inputs describe, or None when the pool has no TPU machine type."""
     machine_type = (inputs.get("nodeConfig") or {}).get("machineType")
-    facts = tpu_generation(machine_type) if isinstance(machine_type, str) else None
+    facts = machine_type_generation(machine_type) if isinstance(machine_type, str) else None
     if facts is None:
         return None
     generation, chips_per_vm = facts

@@ -22,11 +22,9 @@ from tpuplane.infra.plan_diff import (
     CLUSTER, NODE_POOL, RESERVATION, Plan, PlanResource, parse_plan, pool_vms, sensitive_paths, tpu_pool,
 )
 
-TPU_TAINT_KEY = "google.com/tpu"
-TPU_RESOURCE = "google.com/tpu"
-RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
-PRODUCTION_LABEL = "tpuplane-production"
-WORKLOAD_POOL_SUFFIX = ".svc.id.goog"
+from tpuplane.infra.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
+from tpuplane.infra.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
+from tpuplane.infra.scheduling import DEDICATED_KEY, TPU_RESOURCE, TPU_TAINT_KEY
 
 
 @dataclass(frozen=True)
@@ -293,7 +291,8 @@ def _whole_number(quantity: Any) -> int | None:
 
 
 @_stack_rule("kueue-tpu-quota-matches-pools",
-             "The google.com/tpu nominalQuota of the Kueue ClusterQueues equals the chips the TPU node pools hold.")
+             "The google.com/tpu nominalQuota of the Kueue ClusterQueues equals the chips the TPU node pools hold, "
+             "less the pools dedicated to a service (label tpuplane.dev/dedicated).")
 def kueue_tpu_quota_matches_pools(resources: Sequence[PlanResource]) -> Iterator[tuple[str, str]]:
     queues = [r for r in resources if _is_cluster_queue(r.type)]
     if not queues:
@@ -307,8 +306,9 @@ def kueue_tpu_quota_matches_pools(resources: Sequence[PlanResource]) -> Iterator
                                   "write it as an integer.")
             else:
                 quota += chips
-    pools = [(r, tpu) for r in resources if r.type == NODE_POOL and (tpu := tpu_pool(r.inputs)) is not None]
-    capacity = sum(tpu.chips for _, tpu in pools)
+    pools = [(r, tpu) for r in resources if r.type == NODE_POOL and (tpu := tpu_pool(r.inputs)) is not None
+             and DEDICATED_KEY not in ((r.inputs.get("nodeConfig") or {}).get("labels") or {})]
+    capacity = sum(tpu.chips for _, tpu in pools)  # pools dedicated to a service are not Kueue's to admit
     if quota != capacity:
         detail = ", ".join(f"{r.name} {tpu.chips}" for r, tpu in pools) or "no TPU pools"
         yield queues[0].urn, (f"ClusterQueues admit {quota} {TPU_RESOURCE} chips but the TPU node pools hold "

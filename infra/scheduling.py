@@ -17,6 +17,9 @@ EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 # Set by tpuplane on every TPU pool, so that Kueue flavors of one shape select disjoint nodes: without it an
 # on-demand flavor's selector (accelerator + topology) would also match spot nodes of the same shape.
 CAPACITY_LABEL = "tpuplane.dev/capacity"
+# Label and taint of the node pools a long-running service (the Shared Pathways Service) holds outside Kueue:
+# batch pods never land there, and only the service's pods tolerate it.
+DEDICATED_KEY = "tpuplane.dev/dedicated"
 
 TPU_TAINT_KEY = TPU_RESOURCE
 TPU_TAINT_VALUE = "present"
@@ -55,6 +58,16 @@ def pool_node_labels(capacity: str) -> dict[str, str]:
 def pool_taints() -> list[dict[str, str]]:
     """The taint every TPU pool carries (GKE enum spelling), so only pods that ask for TPUs land there."""
     return [{"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}]
+
+
+def dedicated_taint(owner: str) -> dict[str, str]:
+    """GKE taint of a node pool dedicated to `owner`."""
+    return {"key": DEDICATED_KEY, "value": owner, "effect": "NO_SCHEDULE"}
+
+
+def dedicated_toleration(owner: str) -> dict[str, str]:
+    """What `owner`'s pods tolerate to run on their dedicated node pools."""
+    return {"key": DEDICATED_KEY, "operator": "Equal", "value": owner, "effect": "NoSchedule"}
 
 
 def tpu_node_taints(capacity: str) -> list[dict[str, str]]:

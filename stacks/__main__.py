@@ -3,14 +3,22 @@
 `pulumi up` runs this file; `tpuplane plan` runs the very same file under Pulumi's mocks.
 """
 
+from pathlib import Path
+
 import pulumi
 
+from tpuplane.components.batch import BatchStack
 from tpuplane.components.cluster import TpuCluster
+from tpuplane.components.pathways import SharedPathwaysService
 from tpuplane.components.reservation import TpuReservation
+from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
 from tpuplane.components.slice_pool import TpuSlicePool
 from tpuplane.components.stack_config import read_stack_config
-from tpuplane.infra.cluster import plan_cluster
+from tpuplane.infra.cluster import CPU_POOL_NAME, plan_cluster
 from tpuplane.infra.nodepools import chips_by_generation, plan_tpu_pools
+from tpuplane.infra.pathways_config import plan_pathways
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent  # relative paths in the config start here
 
 cfg = read_stack_config()
 cluster_plan = plan_cluster(cfg)
@@ -18,10 +26,7 @@ groups = plan_tpu_pools(cfg)
 
 cluster = TpuCluster(cfg.cluster.name, cfg)
 
-reservations = {
-    res.name: TpuReservation(res.name, res, cfg)
-    for res in cfg.reservations
-}
+reservations = {res.name: TpuReservation(res.name, res, cfg) for res in cfg.reservations}
 
 slice_pools = {
     group.config.name: TpuSlicePool(
@@ -33,7 +38,32 @@ slice_pools = {
     for group in groups
 }
 
+# Kueue and JobSet, and the queues derived from the pools: every Kubernetes object goes through the provider
+# of the new cluster, which waits for the CPU pool.
+batch = BatchStack("batch", cfg, cpu_pool_name=CPU_POOL_NAME,
+                   opts=pulumi.ResourceOptions(providers=[cluster.provider]))
+
 pulumi.export("cluster_name", cluster.cluster.name)
 pulumi.export("cluster_endpoint", cluster.cluster.endpoint)
 pulumi.export("node_pools", {name: [p.name for p in pool.node_pools] for name, pool in slice_pools.items()})
 pulumi.export("tpu_chips", chips_by_generation(groups))
+pulumi.export("local_queues", batch.local_queues)
+
+if cfg.pathways is not None:
+    service = plan_pathways(cfg)
+    sidecar_image = service.sidecar_image
+    if service.build_sidecar:
+        sidecar = cfg.pathways.sidecar
+        requirements = PROJECT_DIR / (sidecar.requirements or "sidecar/requirements.txt")
+        sidecar_image = SidecarImage(f"{service.name}-sidecar", SidecarImageArgs(
+            project=cfg.project, region=cfg.region, context_dir=requirements.parent,
+            constraints_file=PROJECT_DIR / (sidecar.constraints or "sidecar/constraints.example.txt"),
+            jax_version=cfg.pathways.sidecar_jax_version)).image_ref
+    pathways = SharedPathwaysService(
+        service.name, cfg, node_service_account_email=cluster.node_service_account.email,
+        cpu_pool_name=CPU_POOL_NAME, sidecar_image=sidecar_image,
+        opts=pulumi.ResourceOptions(providers=[cluster.provider], depends_on=[batch.jobset_release]))
+    pulumi.export("pathways_service", pathways.pathways_service)
+    pulumi.export("pathways_instance_type", pathways.instance_type)
+    pulumi.export("pathways_server_image", pathways.server_image)
+    pulumi.export("pathways_proxy_image", pathways.proxy_image)

@@ -26,6 +26,7 @@ from tpuplane.infra.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,
+    dedicated_toleration,
     tpu_node_selector,
     tpu_resources,
     tpu_tolerations,
@@ -180,7 +181,7 @@ def test_workers_select_tolerate_and_claim_tpus_from_scheduling(spec, capacity):
     jobset = render(spec, capacity=capacity)
     pod = pod_spec(jobset, "pathways-worker")
     assert pod["nodeSelector"] == tpu_node_selector(spec, capacity)
-    assert pod["tolerations"] == tpu_tolerations(capacity)
+    assert pod["tolerations"] == tpu_tolerations(capacity) + [dedicated_toleration(jobset["metadata"]["name"])]
     assert container(jobset, "pathways-worker", "pathways-worker")["resources"] == tpu_resources(spec)
 
 

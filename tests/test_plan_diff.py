@@ -21,6 +21,7 @@ from plan_factory import (
 from typer.testing import CliRunner
 
 from tpuplane.cli.diff import diff_command
+from tpuplane.infra.catalog import machine_type_generation
 from tpuplane.infra.diff_report import ReportFormat, render
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.plan_diff import (
@@ -29,7 +30,6 @@ from tpuplane.infra.plan_diff import (
     TpuImpact,
     diff_plan_dicts,
     parse_plan,
-    tpu_generation,
     tpu_pool,
 )
 
@@ -209,16 +209,17 @@ def test_tpu_pool_sizes_flex_start_pools_by_their_autoscaling_ceiling():
 
 
 @pytest.mark.parametrize(("machine_type", "expected"), [
-    ("ct6e-standard-4t", ("v6e", 4)), ("ct6e-standard-8t", ("v6e", 8)), ("ct5lp-hightpu-1t", ("v5e", 1)),
+    ("ct6e-standard-4t", ("v6e", 4)), ("ct6e-standard-8t", ("v6e", 8)), ("ct5lp-hightpu-8t", ("v5e", 8)),
     ("ct5p-hightpu-4t", ("v5p", 4)), ("ct4p-hightpu-4t", ("v4", 4)), ("tpu7x-standard-4t", ("tpu7x", 4)),
     ("n2-standard-64", None), ("a3-highgpu-8g", None),
 ])
-def test_tpu_generation_reads_machine_type(machine_type, expected):
-    assert tpu_generation(machine_type) == expected
+def test_machine_type_generation_reads_the_catalog(machine_type, expected):
+    assert machine_type_generation(machine_type) == expected
 
 
-def test_tpu_generation_agrees_with_the_catalog_for_every_tpu_name():
-    catalog = pytest.importorskip("tpuplane.infra.catalog")
+def test_tpu_pool_agrees_with_the_catalog_for_every_tpu_name():
+    from tpuplane.infra import catalog
+
     for name in catalog.all_tpu_names():
         spec = catalog.resolve_tpu_type(name)
         pool = tpu_pool({"nodeConfig": {"machineType": spec.machine_type}, "nodeCount": spec.vms_per_slice})
