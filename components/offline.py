@@ -55,6 +55,17 @@ class Plan:
     def named(self, name: str) -> PlannedResource:
         return next(r for r in self.resources if r.name == name)
 
+    def kubernetes_manifests(self) -> list[dict[str, Any]]:
+        """Every Kubernetes object the plan would apply, manifest-shaped (Helm releases excepted: their
+        charts render in the cluster). The offline stand-in for `render_yaml_to_directory`."""
+        manifests: list[dict[str, Any]] = []
+        for r in self.resources:
+            if r.type == "kubernetes:yaml/v2:ConfigGroup":
+                manifests += r.inputs.get("objs", [])
+            elif r.type.startswith("kubernetes:") and "apiVersion" in r.inputs:
+                manifests.append(r.inputs)
+        return manifests
+
 
 def normalize(value: Any) -> Any:
     """Engine values -> plain JSON: mocks deliver every number as a float; 4.0 becomes 4 again."""
