@@ -71,6 +71,7 @@ class PathwaysConfig(ConfigModel):
     jax_version: str | None = None
     gcs_bucket: str | None = None
     sidecar: SidecarConfig | None = None
+    janitor_image: str | None = None  # an image with `tpuplane[runtime]`: reaps leaked proxies in client namespaces
 
     @property
     def server_image_ref(self) -> str:
@@ -109,6 +110,8 @@ def pathways_problems(cfg: "StackConfig") -> list[Problem]:
     problems = _name_problems(cfg, pw)
     problems += _pool_problems(cfg, pw)
     problems += _image_problems(pw)
+    if pw.janitor_image is not None:
+        problems += _as_problems(lambda: parse_image(pw.janitor_image, path=f"{PATH}.janitorImage"))
     if pw.gcs_bucket is not None:
         problems += _as_problems(lambda: parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket"))
     problems += _sidecar_problems(pw)
@@ -252,6 +255,7 @@ class PathwaysPlan:
     create_bucket: bool
     gcs_scratch_location: str
     client_namespaces: list[str]
+    janitor_image: str | None
     service_address: str
     sidecar_image: str | None  # a ready image (sidecar.image)
     build_sidecar: bool  # sidecar.requirements: the stack builds a SidecarImage and passes its image_ref
@@ -259,6 +263,11 @@ class PathwaysPlan:
     @property
     def instance_type(self) -> str:
         return self.spec.pathways_instance_type
+
+    @property
+    def proxy_namespaces(self) -> list[str]:
+        """Where clients create their proxies: the teams' namespaces, else `default` (as `connect()` does)."""
+        return self.client_namespaces or ["default"]
 
     def workload_identity_members(self, project: str) -> list[str]:
         """Pods get Google credentials through Workload Identity as their namespace's `default` service account:
@@ -296,6 +305,7 @@ def plan_pathways(cfg: "StackConfig") -> PathwaysPlan:
         create_bucket=pw.gcs_bucket is None,
         gcs_scratch_location=location,
         client_namespaces=team_namespaces(cfg),
+        janitor_image=pw.janitor_image,
         service_address=pathways_service_address(pw.name),
         sidecar_image=pw.sidecar.image if pw.sidecar is not None else None,
         build_sidecar=pw.sidecar is not None and pw.sidecar.image is None,

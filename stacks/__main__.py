@@ -9,6 +9,7 @@ import pulumi
 
 from tpuplane.components.batch import BatchStack
 from tpuplane.components.cluster import TpuCluster
+from tpuplane.components.janitor import ProxyJanitor
 from tpuplane.components.pathways import SharedPathwaysService
 from tpuplane.components.reservation import TpuReservation
 from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
@@ -63,6 +64,10 @@ if cfg.pathways is not None:
         service.name, cfg, node_service_account_email=cluster.node_service_account.email,
         cpu_pool_name=CPU_POOL_NAME, sidecar_image=sidecar_image,
         opts=pulumi.ResourceOptions(providers=[cluster.provider], depends_on=[batch.jobset_release]))
+    if service.janitor_image:
+        for namespace in service.proxy_namespaces:
+            ProxyJanitor(f"proxy-janitor-{namespace}", namespace=namespace, image=service.janitor_image,
+                         opts=pulumi.ResourceOptions(providers=[cluster.provider], depends_on=[batch]))
     pulumi.export("pathways_service", pathways.pathways_service)
     pulumi.export("pathways_instance_type", pathways.instance_type)
     pulumi.export("pathways_server_image", pathways.server_image)

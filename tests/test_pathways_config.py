@@ -233,3 +233,17 @@ def test_pathways_reports_every_problem_at_once(raw):
     raw = pathways(raw, name="default", slices=5, gcsBucket="UPPER")
     assert sorted(path for path, _ in problems_of(raw)) == [
         "tpuplane:pathways.gcsBucket", "tpuplane:pathways.name", "tpuplane:pathways.slices"]
+
+
+def test_pathways_rejects_a_janitor_image_that_is_not_an_image(raw):
+    assert problems_of(pathways(raw, janitorImage="Not An Image")) == [("tpuplane:pathways.janitorImage",
+                                                                         "Not An Image")]
+
+
+def test_plan_pathways_runs_proxies_in_the_team_namespaces(raw):
+    assert plan_pathways(load_stack_config(raw)).proxy_namespaces == ["prod-ml", "research"]
+
+
+def test_plan_pathways_runs_proxies_in_default_without_teams(raw):
+    del raw["tpuplane:kueue"]
+    assert plan_pathways(load_stack_config(raw)).proxy_namespaces == ["default"]

@@ -107,3 +107,9 @@ def test_example_stack_manifests_are_valid(plans, stack):
 @pytest.mark.parametrize("stack", STACKS)
 def test_example_stack_keeps_every_policy(plans, stack):
     assert check_plan(plans[stack].to_json()) == []
+
+
+def test_pathways_stack_reaps_leaked_proxies_in_every_client_namespace(plans):
+    cron_jobs = plans["pathways"].of_type("kubernetes:batch/v1:CronJob")
+
+    assert sorted(c.inputs["metadata"]["namespace"] for c in cron_jobs) == ["evals", "research"]
