@@ -19,6 +19,7 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,9 +67,18 @@ def sdk_class(type_token: str):
         return None
 
 
-def measure_floor(slices: int, kind: str) -> dict:
+def write_replay(slices: int, path: str) -> None:
+    """The custom resources of the real plan, for a floor child to register: computed in a process of its own
+    so that the floor's peak memory holds no trace of tpuplane's plan."""
+    plan = real_plan(slices)
+    replay = [{"type": r.type, "name": r.name, "inputs": r.inputs} for r in plan.resources
+              if r.custom and not r.type.startswith("pulumi:providers:")]
+    Path(path).write_text(json.dumps(replay))
+
+
+def measure_floor(path: str, kind: str) -> dict:
     """Register the same resources with the same inputs as a bare program: no config, no planning, no
-    components, no wiring between resources. The replay is prepared before the clock starts.
+    components, no wiring between resources. The replay is loaded before the clock starts.
 
     kind "sdk": through the same provider SDK classes (what any Pulumi program of these resources pays);
     kind "raw": as untyped `pulumi.CustomResource`s, Pulumi's minimum (no typed output properties).
@@ -83,49 +93,55 @@ def measure_floor(slices: int, kind: str) -> dict:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
     replay = []
-    for r in real_plan(slices).resources:
-        if not r.custom or r.type.startswith("pulumi:providers:"):
-            continue
-        cls = sdk_class(r.type) if kind == "sdk" else None
-        if cls is None or cls is getattr(pulumi, "CustomResource"):
-            replay.append((pulumi.CustomResource, (r.type, r.name, dict(r.inputs)), {}))
+    for r in json.loads(Path(path).read_text()):
+        cls = sdk_class(r["type"]) if kind == "sdk" else None
+        if cls is None:
+            replay.append((pulumi.CustomResource, (r["type"], r["name"], dict(r["inputs"])), {}))
         else:
-            replay.append((cls, (r.name,), {snake(k): v for k, v in r.inputs.items()}))
+            replay.append((cls, (r["name"],), {snake(k): v for k, v in r["inputs"].items()}))
 
     def bare() -> None:
         for cls, args, kwargs in replay:
             cls(*args, **kwargs)
 
+    run_under_mocks(lambda: None, {}, project="tpuplane", stack="warm-up")
     start = time.perf_counter()
     plan = run_under_mocks(bare, {}, project="tpuplane", stack="floor")
     return {"seconds": time.perf_counter() - start, "resources": len(plan.resources)}
 
 
-def child(kind: str, n: int) -> None:
-    result = measure_real(n) if kind == "real" else measure_floor(n, kind)
+def child(kind: str, arg: str) -> None:
+    if kind == "replay":
+        slices, path = arg.split(":", 1)
+        write_replay(int(slices), path)
+        return
+    result = measure_real(int(arg)) if kind == "real" else measure_floor(arg, kind)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
 
-def run_child(kind: str, n: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, str(n)], check=True, capture_output=True,
+def run_child(kind: str, arg: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, arg], check=True, capture_output=True,
                          text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 512, 1024])
-    parser.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "ARG"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]))
+        child(args.child[0], args.child[1])
         return
 
     print(f"{'slices':>7} {'resources':>9} {'plan s':>7} {'sdk floor':>9} {'x':>5} {'raw floor':>9} {'x':>5} "
           f"{'plan MB':>7} {'sdk MB':>6} {'x':>5} {'ms/slice':>8}")
     for n in args.sizes:
-        real, sdk, raw = run_child("real", n), run_child("sdk", n), run_child("raw", n)
+        with tempfile.TemporaryDirectory() as tmp:
+            replay = f"{tmp}/replay.json"
+            run_child("replay", f"{n}:{replay}")
+            real, sdk, raw = run_child("real", str(n)), run_child("sdk", replay), run_child("raw", replay)
         print(f"{n:>7} {real['resources']:>9} {real['seconds']:>7.2f} {sdk['seconds']:>9.2f} "
               f"{real['seconds'] / sdk['seconds']:>5.2f} {raw['seconds']:>9.2f} {real['seconds'] / raw['seconds']:>5.2f} "
               f"{real['peak_rss_mb']:>7.0f} {sdk['peak_rss_mb']:>6.0f} {real['peak_rss_mb'] / sdk['peak_rss_mb']:>5.2f} "

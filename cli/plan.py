@@ -56,6 +56,8 @@ def read_stack_file(path: Path, project: str) -> dict[str, Any]:
         doc = yaml.safe_load(path.read_text()) or {}
     except OSError as exc:
         raise ConfigError.at("--config", str(path), "a readable Pulumi.<stack>.yaml file", exc.strerror or "") from None
+    except UnicodeDecodeError:
+        raise ConfigError.at("--config", str(path), "a UTF-8 text file", "is it the right file?") from None
     except yaml.YAMLError as exc:
         raise ConfigError.at(str(path), "invalid YAML", "a Pulumi.<stack>.yaml document", str(exc)) from None
     config = doc.get("config") if isinstance(doc, dict) else None
@@ -147,7 +149,11 @@ def plan_command(
         Console(file=buffer, width=160, soft_wrap=True).print(render_table(plan), highlight=False)
         text = buffer.getvalue()
     if out:
-        out.write_text(text)
+        try:
+            out.write_text(text)
+        except OSError as exc:
+            err.print(f"[bold red]error:[/] --out: cannot write {escape(str(out))}: {exc.strerror}", highlight=False)
+            raise typer.Exit(2) from None
     else:
         sys.stdout.write(text)
     if policy:

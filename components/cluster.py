@@ -45,7 +45,7 @@ class TpuCluster(pulumi.ComponentResource):
             name=c.name,
             project=cfg.project,
             location=plan.location,
-            node_locations=list(plan.node_locations),
+            node_locations=list(plan.node_locations) or None,
             remove_default_node_pool=True,
             initial_node_count=1,
             # The short-lived default pool still runs as the least-privilege account, never the compute default.
@@ -80,7 +80,9 @@ class TpuCluster(pulumi.ComponentResource):
             if c.master_authorized_networks else None,
             deletion_protection=c.deletion_protection,
             resource_labels=plan.resource_labels,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
+            # The default pool's node config only lives until that pool is removed; reading it back afterwards
+            # must not propose replacing the cluster (the GKE modules' `ignore_changes = [node_config]`).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=grants, ignore_changes=["nodeConfig"]),
         )
 
         self.cpu_pool = gcp.container.NodePool(
@@ -89,7 +91,7 @@ class TpuCluster(pulumi.ComponentResource):
             project=cfg.project,
             cluster=self.cluster.name,
             location=plan.location,
-            node_locations=list(plan.node_locations),
+            node_locations=[cfg.cluster.zone],
             initial_node_count=c.cpu_pool.min_nodes,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 min_node_count=c.cpu_pool.min_nodes, max_node_count=c.cpu_pool.max_nodes),
@@ -103,7 +105,8 @@ class TpuCluster(pulumi.ComponentResource):
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                     enable_secure_boot=True, enable_integrity_monitoring=True),
             ),
-            opts=child,
+            # The autoscaler owns the size; a changed initial count must not replace the system pool.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
         )
 
         kubeconfig = pulumi.Output.all(self.cluster.name, self.cluster.endpoint,

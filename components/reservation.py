@@ -26,6 +26,8 @@ class TpuReservation(pulumi.ComponentResource):
             specific_reservation=gcp.compute.ReservationSpecificReservationArgs(
                 count=reservation_vm_count(res),
                 instance_properties=gcp.compute.ReservationSpecificReservationInstancePropertiesArgs(
-                    machine_type=res.spec.machine_type)),
+                    machine_type=res.spec.machine_type,
+                    # Only PERIODIC is sent; absent means GKE's AS_NEEDED. Pools must match it.
+                    maintenance_interval="PERIODIC" if res.maintenance_interval == "PERIODIC" else None)),
             opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"name": self.reservation.name})

@@ -41,6 +41,9 @@ def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: s
         if plan.queued_provisioning else None,
         max_pods_per_node=plan.max_pods_per_node,
         management=gcp.container.NodePoolManagementArgs(auto_repair=plan.auto_repair, auto_upgrade=plan.auto_upgrade),
+        upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
+            strategy=plan.upgrade.strategy, max_surge=plan.upgrade.max_surge,
+            max_unavailable=plan.upgrade.max_unavailable),
         node_config=gcp.container.NodePoolNodeConfigArgs(
             machine_type=plan.machine_type,
             spot=plan.spot or None,
@@ -88,7 +91,9 @@ class TpuSlicePool(pulumi.ComponentResource):
                 pool.name,
                 **_node_pool_args(pool, project=project, location=location, zone=zone, cluster=cluster,
                                   service_account=service_account, policy_name=policy_name),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends)))
+                # Pools that scale from zero are sized by the autoscaler; only their first size is ours.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends),
+                                            ignore_changes=["initialNodeCount"] if pool.autoscaling else None))
             for pool in plan.pools
         ]
         self.register_outputs({"node_pools": [p.name for p in self.node_pools]})

@@ -92,9 +92,10 @@ GENERATIONS: tuple[Generation, ...] = (
         spellings=("v5litepod", "v5e"),
         tensorcores_per_chip=1,
         accelerator="tpu-v5-lite-podslice",
-        machine_types=MappingProxyType({4: "ct5lp-hightpu-4t", 8: "ct5lp-hightpu-8t"}),
+        machine_types=MappingProxyType({1: "ct5lp-hightpu-1t", 4: "ct5lp-hightpu-4t", 8: "ct5lp-hightpu-8t"}),
         dims=2,
-        listed_topologies=_2D_SLICES,
+        # GKE offers the single-host 1x1 and 2x2 shapes that xpk's catalog lacks (v5litepod-1, v5litepod-4).
+        listed_topologies=("1x1", "2x2") + _2D_SLICES,
         pathways_prefix="tpuv5e",
         pathways_host_prefixes=MappingProxyType({8: "tpuv5e1t"}),
     ),

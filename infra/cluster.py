@@ -22,7 +22,7 @@ NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)  # IAM, 
 class ClusterPlan:
     name: str
     location: str  # the region for a regional control plane, else the zone
-    node_locations: tuple[str, ...]
+    node_locations: tuple[str, ...]  # of the cluster; pools always pin the TPU zone
     workload_pool: str
     service_account_id: str
     resource_labels: dict[str, str]
@@ -33,7 +33,8 @@ def plan_cluster(cfg: StackConfig) -> ClusterPlan:
     return ClusterPlan(
         name=c.name,
         location=cfg.region if c.regional else c.zone,
-        node_locations=(c.zone,),
+        # A zonal cluster's own zone must not be listed again (the provider would diff forever).
+        node_locations=(c.zone,) if c.regional else (),
         workload_pool=f"{cfg.project}{WORKLOAD_POOL_SUFFIX}",
         service_account_id=node_service_account_id(c.name),
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},

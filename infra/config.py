@@ -8,6 +8,7 @@ pydantic models. Every rule breaks with a `ConfigError` that names the config pa
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from enum import Enum
 from functools import cached_property
 from typing import Any, Mapping
@@ -20,6 +21,7 @@ from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.kueue_config import KueueConfig, kueue_problems
 from tpuplane.infra.naming import (
     COMPUTE_NAME_MAX,
+    GKE_MAX_NODES,
     DNS_LABEL,
     GKE_NAME_MAX,
     node_pool_name,
@@ -28,6 +30,9 @@ from tpuplane.infra.naming import (
     workload_policy_name,
 )
 from tpuplane.infra.pathways_config import PathwaysConfig, pathways_problems
+
+
+MAX_RUN_DURATION_SECONDS = 7 * 24 * 3600  # flex-start and queued nodes live at most 7 days
 
 
 class Capacity(str, Enum):
@@ -45,8 +50,20 @@ class MaintenanceExclusion(ConfigModel):
 
     name: str = "training-freeze"
     start_time: str
-    end_time: str | None = None  # None: until the end of the minor version's support
+    end_time: str | None = None  # None: until the end of the minor version's support (NO_MINOR_* scopes only)
     scope: str = Field("NO_MINOR_OR_NODE_UPGRADES", pattern="^(NO_UPGRADES|NO_MINOR_UPGRADES|NO_MINOR_OR_NODE_UPGRADES)$")
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _rfc3339(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                moment = datetime.fromisoformat(v)
+            except ValueError:
+                raise ValueError("an RFC 3339 time such as 2026-12-01T00:00:00Z") from None
+            if moment.tzinfo is None:
+                raise ValueError("an RFC 3339 time with a zone, such as 2026-12-01T00:00:00Z")
+        return v
 
 
 class AuthorizedNetwork(ConfigModel):
@@ -94,10 +111,11 @@ class TpuPoolConfig(ConfigModel):
     capacity: Capacity = Capacity.ON_DEMAND
     reservation: str | None = None
     machine_type: str | None = None  # e.g. ct6e-standard-8t: the single-host 2x4 machine
-    max_run_duration: str | None = Field(None, pattern=r"^\d+s$")
+    max_run_duration: str | None = Field(None, pattern=r"^[1-9]\d*s$")
     maintenance_interval: str = Field("AS_NEEDED", pattern="^(AS_NEEDED|PERIODIC)$")
-    disk_size_gb: int | None = Field(None, ge=10)
-    disk_type: str | None = None
+    disk_size_gb: int | None = Field(None, ge=10, le=65536)
+    disk_type: str | None = Field(None, pattern="^(pd-standard|pd-balanced|pd-ssd|hyperdisk-balanced|"
+                                                "hyperdisk-extreme|hyperdisk-throughput)$")
 
     @cached_property
     def spec(self) -> TpuSpec:
@@ -117,6 +135,7 @@ class ReservationConfig(ConfigModel):
     slices: int = Field(1, ge=1, strict=True)
     machine_type: str | None = None
     zone: str | None = None  # default: the cluster's zone
+    maintenance_interval: str = Field("AS_NEEDED", pattern="^(AS_NEEDED|PERIODIC)$")  # must match its pools
 
     @cached_property
     def spec(self) -> TpuSpec:
@@ -125,7 +144,7 @@ class ReservationConfig(ConfigModel):
 
 RESERVATION_PATH = re.compile(
     r"^(projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/reservations/)?(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
-    r"(/reservationBlocks/[a-z0-9][-a-z0-9]*(/reservationSubBlocks/[a-z0-9][-a-z0-9]*)?)?$"
+    r"(?P<block>/reservationBlocks/[a-z0-9][-a-z0-9]*(/reservationSubBlocks/[a-z0-9][-a-z0-9]*)?)?$"
 )
 
 
@@ -142,6 +161,15 @@ class StackConfig(ConfigModel):
 
     def reservation_by_name(self, name: str) -> ReservationConfig | None:
         return next((r for r in self.reservations if r.name == name), None)
+
+    def stack_reservation(self, pool: TpuPoolConfig) -> ReservationConfig | None:
+        """The reservation of this stack a pool consumes, whether named by name or by this project's path."""
+        if pool.capacity is not Capacity.RESERVATION or not pool.reservation:
+            return None
+        match = RESERVATION_PATH.fullmatch(pool.reservation)
+        if not match or match["project"] not in (None, self.project) or match["block"]:
+            return None
+        return self.reservation_by_name(match["name"])
 
     def pool_by_name(self, name: str) -> TpuPoolConfig | None:
         return next((p for p in self.tpu_pools if p.name == name), None)
@@ -245,10 +273,48 @@ def _cluster_problems(cfg: StackConfig) -> list[Problem]:
         problems.append(Problem("tpuplane:cluster.name", cfg.cluster.name,
                                 f"at most {SERVICE_ACCOUNT_ID_MAX - len(sa) + len(cfg.cluster.name)} characters",
                                 f"the node service account id '{sa}' must fit in {SERVICE_ACCOUNT_ID_MAX} characters"))
+    if cfg.cluster.private_endpoint and not cfg.cluster.master_authorized_networks:
+        problems.append(Problem("tpuplane:cluster.privateEndpoint", True, "with masterAuthorizedNetworks",
+                                "a private control plane is reached only from authorized networks inside the VPC; "
+                                "list the ranges pulumi and kubectl run from"))
+    problems += _maintenance_exclusion_problems(cfg.cluster.maintenance_exclusion)
+    vms = sum(p.slices * p.spec.vms_per_slice for p in cfg.tpu_pools if _resolves(p))
+    if vms > GKE_MAX_NODES:
+        problems.append(Problem("tpuplane:tpuPools", f"{vms} TPU VMs", f"at most {GKE_MAX_NODES} nodes per cluster",
+                                "GKE's default limit; ask Google to raise it, or split the fleet into clusters"))
     if cfg.cluster.cpu_pool.min_nodes > cfg.cluster.cpu_pool.max_nodes:
         problems.append(Problem("tpuplane:cluster.cpuPool.minNodes", cfg.cluster.cpu_pool.min_nodes,
                                 f"at most maxNodes ({cfg.cluster.cpu_pool.max_nodes})"))
     return problems
+
+
+def _resolves(pool: TpuPoolConfig) -> bool:
+    try:
+        pool.spec
+    except ConfigError:
+        return False
+    return True
+
+
+def _maintenance_exclusion_problems(exclusion: MaintenanceExclusion | None) -> list[Problem]:
+    """GKE's rules: the window ends after it starts; NO_UPGRADES needs an end at most 30 days on."""
+    if exclusion is None:
+        return []
+    path = "tpuplane:cluster.maintenanceExclusion"
+    start = datetime.fromisoformat(exclusion.start_time)
+    if exclusion.end_time is None:
+        if exclusion.scope == "NO_UPGRADES":
+            return [Problem(f"{path}.endTime", None, "an end time at most 30 days after startTime with scope "
+                            "NO_UPGRADES", "only NO_MINOR_UPGRADES and NO_MINOR_OR_NODE_UPGRADES may last until "
+                            "the end of the version's support")]
+        return []
+    end = datetime.fromisoformat(exclusion.end_time)
+    if end <= start:
+        return [Problem(f"{path}.endTime", exclusion.end_time, f"a time after startTime ({exclusion.start_time})")]
+    if exclusion.scope == "NO_UPGRADES" and end - start > timedelta(days=30):
+        return [Problem(f"{path}.endTime", exclusion.end_time, "at most 30 days after startTime with scope NO_UPGRADES",
+                        "use NO_MINOR_OR_NODE_UPGRADES for a longer freeze")]
+    return []
 
 
 def _duplicate_problems(path: str, names: list[str]) -> list[Problem]:
@@ -298,6 +364,7 @@ def _pool_problems(cfg: StackConfig, i: int, pool: TpuPoolConfig) -> list[Proble
                                 f"at most {GKE_NAME_MAX - len(longest) + len(pool.name)} characters with "
                                 f"{pool.slices} slices", f"node pool names such as '{longest}' must fit in "
                                                          f"{GKE_NAME_MAX} characters"))
+    problems += _capacity_problems(cfg, path, pool)  # these rules need no catalog entry
     bad_type = _tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
     if bad_type:
         return problems + [bad_type]
@@ -305,7 +372,6 @@ def _pool_problems(cfg: StackConfig, i: int, pool: TpuPoolConfig) -> list[Proble
     if pool.spec.needs_workload_policy and len(policy) > COMPUTE_NAME_MAX:
         problems.append(Problem(f"{path}.name", pool.name, f"a shorter name: the workload policy '{policy}' has "
                                 f"{len(policy)} characters", f"Compute resource names allow at most {COMPUTE_NAME_MAX}"))
-    problems += _capacity_problems(cfg, path, pool)
     return problems
 
 
@@ -317,9 +383,13 @@ def _capacity_problems(cfg: StackConfig, path: str, pool: TpuPoolConfig) -> list
             problems.append(Problem(f"{path}.reservation", None, "a reservation name, or "
                                     "projects/P/reservations/R[/reservationBlocks/B]",
                                     "capacity: reservation consumes a specific reservation"))
-        elif not RESERVATION_PATH.fullmatch(pool.reservation):
+        elif not (match := RESERVATION_PATH.fullmatch(pool.reservation)):
             problems.append(Problem(f"{path}.reservation", pool.reservation,
                                     "NAME or projects/P/reservations/R[/reservationBlocks/B[/reservationSubBlocks/S]]"))
+        elif match["block"] and match["project"] not in (None, cfg.project):
+            problems.append(Problem(f"{path}.reservation", pool.reservation,
+                                    f"a reservation block of project {cfg.project}",
+                                    "GKE does not support shared extended reservations (blocks of another project)"))
     elif pool.reservation:
         problems.append(Problem(f"{path}.reservation", pool.reservation,
                                 f"no reservation with capacity {pool.capacity.value}",
@@ -329,6 +399,9 @@ def _capacity_problems(cfg: StackConfig, path: str, pool: TpuPoolConfig) -> list
         problems.append(Problem(f"{path}.maxRunDuration", pool.max_run_duration,
                                 "only with capacity flex-start or queued",
                                 "other capacity modes keep nodes until you remove them"))
+    elif pool.max_run_duration and int(pool.max_run_duration[:-1]) > MAX_RUN_DURATION_SECONDS:
+        problems.append(Problem(f"{path}.maxRunDuration", pool.max_run_duration,
+                                f"at most {MAX_RUN_DURATION_SECONDS}s (7 days)", "GKE's limit for flex-start and queued"))
     if pool.capacity in (Capacity.SPOT, Capacity.FLEX_START, Capacity.QUEUED) and pool.maintenance_interval == "PERIODIC":
         problems.append(Problem(f"{path}.maintenanceInterval", "PERIODIC", "AS_NEEDED with capacity "
                                 f"{pool.capacity.value}", "PERIODIC maintenance needs a reservation that has it"))
@@ -340,9 +413,7 @@ def _reservation_fit_problems(cfg: StackConfig) -> list[Problem]:
     problems = []
     demand: dict[str, int] = {}
     for i, pool in enumerate(cfg.tpu_pools):
-        if pool.capacity is not Capacity.RESERVATION or not pool.reservation or "/" in pool.reservation:
-            continue
-        res = cfg.reservation_by_name(pool.reservation)
+        res = cfg.stack_reservation(pool)
         if res is None:
             continue  # an existing reservation outside this stack: GKE checks it at create time
         try:
@@ -355,6 +426,10 @@ def _reservation_fit_problems(cfg: StackConfig) -> list[Problem]:
                                     f"reservation '{res.name}' holds {res_spec.machine_type} "
                                     f"({res.tpu_type}); reserve {pool.tpu_type} or change the pool"))
             continue
+        if res.maintenance_interval != pool.maintenance_interval:
+            problems.append(Problem(f"tpuplane:tpuPools[{i}].maintenanceInterval", pool.maintenance_interval,
+                                    f"{res.maintenance_interval}, as reservation '{res.name}' has",
+                                    "GKE rejects a pool whose maintenance interval differs from its reservation's"))
         demand[res.name] = demand.get(res.name, 0) + pool.slices * pool_spec.vms_per_slice
     for j, res in enumerate(cfg.reservations):
         needed = demand.get(res.name, 0)  # only reservations whose spec resolved can have demand

@@ -9,6 +9,7 @@ import re
 
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 GKE_NAME_MAX = 40  # GKE cluster and node pool names
+GKE_MAX_NODES = 15_000  # nodes per Standard cluster, GKE's default limit
 COMPUTE_NAME_MAX = 63  # Compute Engine resources: reservations, resource policies
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM service account ids: 6 to 30 characters
 K8S_LABEL_VALUE_MAX = 63

@@ -28,6 +28,16 @@ class Autoscaling:
 
 
 @dataclass(frozen=True)
+class UpgradePlan:
+    """A slice cannot surge: its reservation or stock has no spare VM, and COMPACT rules out blue-green.
+    Upgrade one node at a time in place (Cluster Toolkit's setting for TPU pools)."""
+
+    strategy: str = "SURGE"
+    max_surge: int = 0
+    max_unavailable: int = 1
+
+
+@dataclass(frozen=True)
 class ReservationAffinity:
     consume_reservation_type: str  # NO_RESERVATION | SPECIFIC_RESERVATION
     key: str | None = None
@@ -65,6 +75,7 @@ class SlicePoolPlan:
     taints: list[dict[str, str]]
     auto_repair: bool
     auto_upgrade: bool
+    upgrade: UpgradePlan
     maintenance_interval: str
     max_pods_per_node: int
     disk_size_gb: int | None
@@ -100,8 +111,8 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
     policy = (WorkloadPolicyPlan(workload_policy_name(cfg.cluster.name, pool.name), spec.topology)
               if spec.needs_workload_policy else None)
     from_zero = pool.capacity in (Capacity.FLEX_START, Capacity.QUEUED)
-    in_stack = (pool.reservation if pool.capacity is Capacity.RESERVATION and pool.reservation
-                and cfg.reservation_by_name(pool.reservation) else None)
+    stack_reservation = cfg.stack_reservation(pool)
+    in_stack = stack_reservation.name if stack_reservation else None
     dedicated = cfg.service_slices(pool)  # the first slices, held by the Shared Pathways Service
 
     def labels(i: int) -> dict[str, str]:
@@ -133,6 +144,7 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
             # Flex-start and queued nodes are released, not repaired (GKE rejects auto-repair on them).
             auto_repair=not from_zero,
             auto_upgrade=True,  # required by release channels; freeze upgrades with a maintenance exclusion
+            upgrade=UpgradePlan(),
             maintenance_interval=pool.maintenance_interval,
             max_pods_per_node=TPU_MAX_PODS_PER_NODE,
             disk_size_gb=pool.disk_size_gb,

@@ -199,7 +199,7 @@ def test_resolve_tpu_type_unknown_name_suggests_closest_like_xpk():
 
 
 @pytest.mark.parametrize(
-    "name", ["", "v6e", "v6e-4x4x4", "v5p-2x2", "v7-8", "v6e-3", "v5litepod-4", "v4-2x2x3", "tpu8-8"]
+    "name", ["", "v6e", "v6e-4x4x4", "v5p-2x2", "v7-8", "v6e-3", "v5litepod-2", "v4-2x2x3", "tpu8-8"]
 )
 def test_resolve_tpu_type_malformed_or_missing_name_is_unknown_with_five_suggestions(name):
     with pytest.raises(UnknownTpuType) as caught:
@@ -220,7 +220,8 @@ def test_all_tpu_names_golden_key_counts_per_family():
     for name in all_tpu_names():
         family = name.rsplit("-", 1)[0]
         counts[family] = counts.get(family, 0) + 1
-    assert counts == {"v4": 868, "v5litepod": 12, "v5e": 12, "v5p": 541, "v6e": 16, "tpu7": 19, "tpu7x": 564}
+    # xpk's counts, except v5e: GKE's single-host 1x1 and 2x2 add two shapes and their two aliases.
+    assert counts == {"v4": 868, "v5litepod": 16, "v5e": 16, "v5p": 541, "v6e": 16, "tpu7": 19, "tpu7x": 564}
 
 
 def test_all_tpu_names_are_unique_and_grouped_by_generation():
@@ -239,7 +240,7 @@ def test_all_tpu_names_ascend_in_chips_within_a_generation():
 
 @pytest.mark.parametrize(
     ("generation", "count", "largest_chips"),
-    [("v4", 800, 4096), ("v5p", 414, 8960), ("tpu7", 10, 256), ("tpu7x", 433, 9216), ("v6e", 8, 256), ("v5e", 6, 256)],
+    [("v4", 800, 4096), ("v5p", 414, 8960), ("tpu7", 10, 256), ("tpu7x", 433, 9216), ("v6e", 8, 256), ("v5e", 8, 256)],
 )
 def test_generate_topologies_count_and_largest_slice(generation, count, largest_chips):
     topologies = generate_topologies(next(g for g in GENERATIONS if g.generation == generation))
@@ -369,7 +370,7 @@ def test_catalog_command_generation_lists_all_its_names(invoke):
     result = invoke("v5e", "--json")
     assert result.exit_code == 0
     names = [row["name"] for row in json.loads(result.stdout)]
-    assert len(names) == 24 and "v5e-4x4" in names and "v5litepod-16" in names
+    assert len(names) == 32 and "v5e-4x4" in names and "v5litepod-16" in names
 
 
 def test_catalog_command_one_name_shows_the_other_host(invoke):
@@ -377,3 +378,10 @@ def test_catalog_command_one_name_shows_the_other_host(invoke):
     assert result.exit_code == 0
     assert "ct6e-standard-4t" in result.stdout and "ct6e-standard-8t" in result.stdout
     assert "tpuv6e1t:2x4" in result.stdout
+
+
+@pytest.mark.parametrize(("name", "machine_type", "topology"), [
+    ("v5litepod-1", "ct5lp-hightpu-1t", "1x1"), ("v5e-4", "ct5lp-hightpu-4t", "2x2")])
+def test_resolve_tpu_type_knows_gkes_single_host_v5e(name, machine_type, topology):
+    spec = resolve_tpu_type(name)
+    assert (spec.machine_type, spec.topology, spec.vms_per_slice, spec.multi_host) == (machine_type, topology, 1, False)

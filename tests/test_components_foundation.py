@@ -365,3 +365,11 @@ def test_stack_bad_config_fails_with_config_error_before_any_resource(raw_config
     assert isinstance(caught.value.__cause__, ConfigError)
     assert [p.path for p in caught.value.__cause__.problems] == ["tpuplane:tpuPools[1].slices"]
     assert log.types == []
+
+
+def test_zonal_cluster_lists_no_node_locations_of_its_own(plan_stack, raw_config):
+    raw_config["tpuplane:cluster"]["regional"] = False
+    [cluster] = plan_stack(raw_config).of_type("gcp:container/cluster:Cluster")
+
+    assert cluster.inputs["location"] == "us-east5-b"
+    assert "nodeLocations" not in cluster.inputs

@@ -72,8 +72,8 @@ def test_load_stack_config_names_one_node_pool_per_slice(raw_config):
 
 @pytest.mark.parametrize("path", [
     "projects/shared-tpu/reservations/r1",
-    "projects/shared-tpu/reservations/r1/reservationBlocks/b1",
-    "projects/shared-tpu/reservations/r1/reservationBlocks/b1/reservationSubBlocks/sb1",
+    "projects/acme-ml/reservations/r1/reservationBlocks/b1",
+    "projects/acme-ml/reservations/r1/reservationBlocks/b1/reservationSubBlocks/sb1",
 ])
 def test_load_stack_config_accepts_full_external_reservation_paths(raw_config, path):
     cfg = load_stack_config(edit(raw_config, {"tpuplane:tpuPools[1].reservation": path}))
@@ -138,7 +138,39 @@ CONFIG_ERRORS = [
                  "tpuplane:tpuPools[0].maxRunDuration", "3600s", "only with capacity flex-start or queued",
                  id="max-run-duration-on-a-spot-pool"),
     pytest.param({"tpuplane:tpuPools[0].capacity": "flex-start", "tpuplane:tpuPools[0].maxRunDuration": "1h"},
-                 "tpuplane:tpuPools[0].maxRunDuration", "1h", r"\d+s", id="max-run-duration-not-in-seconds"),
+                 "tpuplane:tpuPools[0].maxRunDuration", "1h", r"[1-9]\d*s", id="max-run-duration-not-in-seconds"),
+    pytest.param({"tpuplane:tpuPools[0].capacity": "flex-start", "tpuplane:tpuPools[0].maxRunDuration": "0s"},
+                 "tpuplane:tpuPools[0].maxRunDuration", "0s", r"[1-9]\d*s", id="max-run-duration-zero"),
+    pytest.param({"tpuplane:tpuPools[0].capacity": "flex-start", "tpuplane:tpuPools[0].maxRunDuration": "604801s"},
+                 "tpuplane:tpuPools[0].maxRunDuration", "604801s", "at most 604800s", id="max-run-duration-over-7-days"),
+    pytest.param({"tpuplane:tpuPools[1].reservation": "projects/shared-tpu/reservations/r1/reservationBlocks/b1"},
+                 "tpuplane:tpuPools[1].reservation", "projects/shared-tpu/reservations/r1/reservationBlocks/b1",
+                 "a reservation block of project acme-ml", id="shared-reservation-block"),
+    pytest.param({"tpuplane:tpuPools[1].maintenanceInterval": "PERIODIC"},
+                 "tpuplane:tpuPools[1].maintenanceInterval", "PERIODIC", "AS_NEEDED, as reservation 'v5p-res' has",
+                 id="maintenance-interval-unlike-the-reservation"),
+    pytest.param({"tpuplane:tpuPools[0].diskType": "floppy"},
+                 "tpuplane:tpuPools[0].diskType", "floppy", "hyperdisk-balanced", id="unknown-disk-type"),
+    pytest.param({"tpuplane:tpuPools[0].slices": 3751},
+                 "tpuplane:tpuPools", "15036 TPU VMs", "at most 15000 nodes per cluster", id="more-nodes-than-gke-allows"),
+    pytest.param({"tpuplane:cluster.privateEndpoint": True},
+                 "tpuplane:cluster.privateEndpoint", True, "with masterAuthorizedNetworks",
+                 id="private-endpoint-without-authorized-networks"),
+    pytest.param({"tpuplane:cluster.maintenanceExclusion": {"startTime": "tomorrow"}},
+                 "tpuplane:cluster.maintenanceExclusion.startTime", "tomorrow", "RFC 3339",
+                 id="maintenance-exclusion-not-a-time"),
+    pytest.param({"tpuplane:cluster.maintenanceExclusion": {"startTime": "2026-12-01T00:00:00Z",
+                                                            "endTime": "2026-11-01T00:00:00Z"}},
+                 "tpuplane:cluster.maintenanceExclusion.endTime", "2026-11-01T00:00:00Z", "a time after startTime",
+                 id="maintenance-exclusion-ends-before-it-starts"),
+    pytest.param({"tpuplane:cluster.maintenanceExclusion": {"startTime": "2026-12-01T00:00:00Z",
+                                                            "scope": "NO_UPGRADES"}},
+                 "tpuplane:cluster.maintenanceExclusion.endTime", None, "at most 30 days after startTime",
+                 id="no-upgrades-exclusion-without-end"),
+    pytest.param({"tpuplane:cluster.maintenanceExclusion": {"startTime": "2026-12-01T00:00:00Z",
+                                                            "endTime": "2027-01-15T00:00:00Z", "scope": "NO_UPGRADES"}},
+                 "tpuplane:cluster.maintenanceExclusion.endTime", "2027-01-15T00:00:00Z", "at most 30 days",
+                 id="no-upgrades-exclusion-too-long"),
     pytest.param({"tpuplane:tpuPools[0].maintenanceInterval": "PERIODIC"},
                  "tpuplane:tpuPools[0].maintenanceInterval", "PERIODIC", "AS_NEEDED with capacity spot",
                  id="periodic-maintenance-on-spot"),
@@ -303,3 +335,24 @@ def test_load_stack_config_rejects_a_zone_that_is_not_a_zone_name(raw_config, zo
     problems = problems_of(edit(raw_config, {"tpuplane:cluster.zone": zone}))
 
     assert [p.path for p in problems] == ["tpuplane:cluster.zone"]
+
+
+def test_load_stack_config_reports_capacity_rules_beside_an_unknown_tpu_type(raw_config):
+    problems = problems_of(edit(raw_config, {"tpuplane:tpuPools[0].tpuType": "v6e-17",
+                                             "tpuplane:tpuPools[0].reservation": "v5p-res"}))
+
+    assert sorted(p.path for p in problems) == ["tpuplane:tpuPools[0].reservation", "tpuplane:tpuPools[0].tpuType"]
+
+
+def test_stack_reservation_finds_a_reservation_of_this_stack_named_by_its_path(raw_config):
+    cfg = load_stack_config(edit(raw_config, {"tpuplane:tpuPools[1].reservation": "projects/acme-ml/reservations/v5p-res"}))
+
+    assert cfg.stack_reservation(cfg.tpu_pools[1]).name == "v5p-res"
+
+
+def test_load_stack_config_checks_a_reservation_named_by_its_path_against_its_pools(raw_config):
+    problems = problems_of(edit(raw_config, {"tpuplane:tpuPools[1].reservation": "projects/acme-ml/reservations/v5p-res",
+                                             "tpuplane:tpuPools[1].slices": 3}))
+
+    assert [p.path for p in problems] == ["tpuplane:reservations[0].slices"]
+

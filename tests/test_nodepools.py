@@ -103,7 +103,7 @@ def test_plan_pool_group_reservation_consumes_the_named_reservation_of_the_stack
 
 
 def test_plan_pool_group_reservation_outside_the_stack_keeps_its_full_path(plan_pool):
-    path = "projects/shared-tpu/reservations/r1/reservationBlocks/b1"
+    path = "projects/shared-tpu/reservations/r1"
 
     pool = plan_pool(name="big", tpuType="v5p-128", capacity="reservation", reservation=path).pools[0]
 
@@ -208,3 +208,9 @@ def test_plan_tpu_pools_plans_every_group_in_config_order(raw_config):
     groups = plan_tpu_pools(load_stack_config(raw_config))
 
     assert [(g.config.name, len(g.pools)) for g in groups] == [("train", 4), ("big", 2)]
+
+
+def test_plan_pool_group_upgrades_slices_in_place_one_node_at_a_time(plan_pool):
+    pool = plan_pool(name="big", tpuType="v5p-128").pools[0]
+
+    assert (pool.upgrade.strategy, pool.upgrade.max_surge, pool.upgrade.max_unavailable) == ("SURGE", 0, 1)

@@ -187,3 +187,20 @@ def test_render_table_nests_children_whatever_the_type_names():
     tree = render_table(plan)
 
     assert [child.label for child in tree.children] == ["[cyan]tpuplane:index:TpuCluster[/] [bold]fleet[/]"]
+
+
+def test_plan_rejects_a_config_file_that_is_not_text(tmp_path):
+    path = tmp_path / "Pulumi.bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00binary")
+
+    result = tpuplane("--config", str(path))
+
+    assert result.exit_code == 2
+    assert "a UTF-8 text file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_reports_an_out_file_it_cannot_write(tmp_path):
+    result = tpuplane("--stack", "dev", "--format", "json", "--out", str(tmp_path / "missing" / "plan.json"))
+
+    assert result.exit_code == 2
+    assert "--out: cannot write" in result.stderr
