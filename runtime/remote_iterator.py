@@ -6,22 +6,27 @@ host, next to the accelerators, from `make_dataset(process_index, process_count)
 
 1. the controller creates one `_HostIterator` per host (`colocated_python_class`, so the state lives in that
    object and dies with the controller's iterator, not in module globals);
-2. each `next()` sends a zero-payload call (a sharded "device carrier" array) to every host; the host takes its
-   next batch and returns it as its shards of one global array on the colocated CPU devices;
-3. the controller moves that global array onto the accelerator sharding with a single `jax.device_put`.
+2. when the controller has no fetched batch left, it sends one zero-payload call (a sharded "device carrier"
+   array) to every host; each host takes its next `batches_per_call` batches and returns them as its shards of
+   global arrays on the colocated CPU devices, with how many of them are real (fewer at the end of the data);
+3. the controller moves that group onto the accelerator sharding with a single `jax.device_put` and hands the
+   batches out one per `next()`. A colocated call costs the same whatever it carries, so fetching several
+   batches per call divides that fixed cost among them.
 
 Positions are saved by training step under `<checkpoint_dir>/<step>/iter/`: one `process_<i>-of-<n>.json` per
 host, or, with `elastic=True`, one `elastic.json` written by host 0 that any process count can resume from.
-A position is the number of batches consumed; restoring rebuilds the dataset and skips that many.
+A position is the number of batches the user has taken with `next()`, not the number fetched ahead; restoring
+rebuilds the dataset, skips that many and drops the batches fetched ahead.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +48,18 @@ from tpuplane.runtime.colocated import (
 Batch = np.ndarray | dict[str, np.ndarray]
 MakeDataset = Callable[[int, int], Iterable[Batch]]
 
+# bench/colocated.py on CPU: a colocated call costs some 60 us whatever it carries, which 8 batches per call cut to a
+# few microseconds per batch. Past about 8 MiB per call that cost is lost in the transfer time, while every batch
+# fetched ahead holds memory (and on CPU, fresh pages to fault in), so large batches come one per call.
+GROUP_BYTES = 8 * 2**20
+MAX_BATCHES_PER_CALL = 8
+
+
+def default_batches_per_call(global_shape: tuple[int, ...], dtype: Any) -> int:
+    """How many global batches of `global_shape` and `dtype` make up `GROUP_BYTES`, between 1 and 8."""
+    batch_bytes = math.prod(global_shape) * np.dtype(dtype).itemsize
+    return max(1, min(MAX_BATCHES_PER_CALL, GROUP_BYTES // max(batch_bytes, 1)))
+
 
 class RemoteIterator:
     """Iterate global `jax.Array` batches on `sharding`, each host loading its own rows with colocated Python.
@@ -51,8 +68,13 @@ class RemoteIterator:
     batch (an array, or a dict of arrays for several inputs): the rows from its devices' first to last row of
     `global_shape` under `sharding`, which for the usual batch-split sharding is `global_shape[0] // process_count`
     rows. Every leaf of a batch becomes one global array of `global_shape` and `dtype`. A host's dataset running
-    out ends the iteration. With `elastic=True`, `make_dataset` must split one global stream, so that batch k is
-    the same whatever the process count.
+    out ends the iteration after the last batch every host had. With `elastic=True`, `make_dataset` must split one
+    global stream, so that batch k is the same whatever the process count.
+
+    Each colocated call fetches `batches_per_call` batches, which then wait on the accelerators until `next()`
+    hands them out: memory for that many batches buys a call's fixed cost shared among them. The default fetches
+    enough for `GROUP_BYTES` (8 MiB) per leaf, between 1 and 8 batches; `batches_per_call=1` fetches one batch
+    per `next()`.
 
     `make_dataset` travels to the hosts by cloudpickle and this module by import: the colocated Python image
     needs `tpuplane[runtime]` installed.
@@ -67,11 +89,20 @@ class RemoteIterator:
         dtype: Any,
         checkpoint_dir: str | os.PathLike | None = None,
         elastic: bool = False,
+        batches_per_call: int | None = None,
     ):
         require_cloudpickle()
         if not isinstance(sharding, NamedSharding):
             raise ColocatedUsageError(
                 f"sharding must be a jax.sharding.NamedSharding on the accelerator mesh, got {type(sharding).__name__}."
+            )
+        if batches_per_call is None:
+            batches_per_call = default_batches_per_call(global_shape, dtype)
+        elif isinstance(batches_per_call, bool) or not isinstance(batches_per_call, int) or batches_per_call < 1:
+            raise ValueError(
+                f"batches_per_call must be a positive int or None, got {batches_per_call!r}; 1 fetches one batch "
+                f"per next(), more share each colocated call's fixed cost among that many batches, None picks "
+                f"enough for {GROUP_BYTES // 2**20} MiB per call (at most {MAX_BATCHES_PER_CALL})."
             )
         reject_captured_devices(make_dataset, what=f"make_dataset ({getattr(make_dataset, '__qualname__', '?')})")
         self.sharding = sharding
@@ -79,39 +110,60 @@ class RemoteIterator:
         self.dtype = np.dtype(dtype)
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self.elastic = elastic
+        self.batches_per_call = batches_per_call
 
         cpu_mesh = colocated_cpu_mesh(sharding.mesh)
         # The host builds its shards on the CPU twin of the accelerator sharding, so the final device_put moves
         # each shard to its own accelerator without resharding.
         cpu_sharding = NamedSharding(cpu_mesh, sharding.spec)
+        # On a CPU-only machine the colocated CPU devices are the accelerator devices themselves: device_put would
+        # return the host's arrays themselves, after checks costing some 12-20 us per array.
+        self._already_placed = cpu_sharding == sharding
         self._carrier = device_carrier(sharding.mesh)
         self._replicated = NamedSharding(cpu_mesh, PartitionSpec())
         self._hosts = colocated_python_class(_HostIterator)(
-            make_dataset, cpu_sharding, self.global_shape, self.dtype, self.checkpoint_dir, elastic
+            make_dataset, cpu_sharding, self.global_shape, self.dtype, self.checkpoint_dir, elastic, batches_per_call
         )
+        self._fetched: deque[jax.Array | dict[str, jax.Array]] = deque()
+        self._consumed = 0
 
     def __iter__(self) -> RemoteIterator:
         return self
 
     def __next__(self) -> jax.Array | dict[str, jax.Array]:
-        # Off CPU, colocated calls run asynchronously, so a host's StopIteration may not reach the controller as
-        # one: for training, prefer a repeating dataset and stop by step count.
-        cpu_batch = self._hosts.next_batch(self._carrier)
-        return jax.device_put(cpu_batch, self.sharding)
+        if not self._fetched:
+            self._fetch_group()
+        if not self._fetched:
+            raise StopIteration
+        self._consumed += 1
+        return self._fetched.popleft()
+
+    def _fetch_group(self) -> None:
+        batches, counts = self._hosts.next_batches(self._carrier)
+        # Every host fills all batches_per_call slots; past the end of its data the slots hold padding. The
+        # stream ends after the last batch that every host had. The end thus arrives as data, which also holds
+        # where colocated calls run asynchronously and a host's exception would surface only as a failed array.
+        real = int(np.asarray(counts).min())
+        batches = batches[:real]
+        if not self._already_placed:
+            batches = jax.device_put(batches, self.sharding)
+        self._fetched.extend(batches)
 
     def save(self, step: int) -> None:
-        """Write every host's position for `step`; returns once all hosts have written."""
+        """Write every host's position for `step` (the batches taken so far); returns once all hosts have written."""
         self._require_checkpoint_dir()
-        jax.block_until_ready(self._hosts.save(self._step_array(step)))
+        jax.block_until_ready(self._hosts.save(self._scalar_array(step), self._scalar_array(self._consumed)))
 
     def restore(self, step: int) -> None:
-        """Rewind or advance every host to the position saved at `step`."""
+        """Rewind or advance every host to the position saved at `step`, dropping the batches fetched ahead."""
         self._require_checkpoint_dir()
-        jax.block_until_ready(self._hosts.restore(self._step_array(step)))
+        position = self._hosts.restore(self._scalar_array(step))
+        self._consumed = int(np.asarray(position))
+        self._fetched.clear()
 
-    def _step_array(self, step: int) -> jax.Array:
-        # Colocated calls carry only arrays: the step travels as a scalar replicated on every host.
-        return jax.device_put(np.int32(step), self._replicated)
+    def _scalar_array(self, value: int) -> jax.Array:
+        # Colocated calls carry only arrays: a number travels as a scalar replicated on every host.
+        return jax.device_put(np.int32(value), self._replicated)
 
     def _require_checkpoint_dir(self) -> None:
         if self.checkpoint_dir is None:
@@ -121,57 +173,101 @@ class RemoteIterator:
 class _HostIterator:
     """The per-host half of `RemoteIterator`: one object per host, created there on the first call.
 
-    Its methods run on the host's colocated CPU devices and take and return only `jax.Array`s.
+    Its methods run on the host's colocated CPU devices and take and return only `jax.Array`s. Every
+    `next_batches` call returns the same structure (JAX fixes a colocated method's outputs at its first call), so
+    a group cut short by the end of the data is padded and its real length returned beside it.
     """
 
-    def __init__(self, make_dataset, cpu_sharding, global_shape, dtype, checkpoint_dir, elastic):
+    def __init__(self, make_dataset, cpu_sharding, global_shape, dtype, checkpoint_dir, elastic, batches_per_call):
         self.make_dataset = make_dataset
-        self.layout = _HostLayout(cpu_sharding, global_shape, dtype, *host_rows(cpu_sharding, global_shape))
+        self.layout = _HostLayout(cpu_sharding, global_shape, dtype)
         self.checkpoint_dir = checkpoint_dir
         self.elastic = elastic
+        self.batches_per_call = batches_per_call
         self.batches: Iterator[Batch] | None = None
-        self.consumed = 0
+        self.structure: Any = None  # the tree structure of a batch, known from the first one
+        self.padding: Any = None
+        self.count_arrays: dict[int, jax.Array] = {}
 
-    def next_batch(self, carrier: jax.Array):
+    def next_batches(self, carrier: jax.Array):
         if self.batches is None:
             self.batches = open_dataset_at(self.make_dataset, host_identity(carrier), 0)
-        batch = next(self.batches)
-        self.consumed += 1
-        return jax.tree.map(self.layout.to_global_array, batch)
+        group = [
+            jax.tree.map(self.layout.to_global_array, batch)
+            for batch in itertools.islice(self.batches, self.batches_per_call)
+        ]
+        if group and self.structure is None:
+            self.structure = jax.tree.structure(group[0])
+        real = len(group)
+        if real < self.batches_per_call:
+            group += [self._padding()] * (self.batches_per_call - real)
+        return tuple(group), self._count_array(real, carrier)
 
-    def save(self, step: jax.Array) -> jax.Array:
-        write_position(self.checkpoint_dir, _scalar(step), host_identity(step), self.consumed, elastic=self.elastic)
+    def _padding(self) -> Any:
+        """A batch of zeros shaped like the real ones, for the slots past the end of the data."""
+        if self.structure is None:
+            # Not one batch yet (an empty dataset, or a restore at its end), so there is nothing to pad with:
+            # end the iteration by exception, which reaches the controller as StopIteration only on CPU.
+            raise StopIteration
+        if self.padding is None:
+            zeros = self.layout.to_global_array(np.zeros(self.layout.local_shape, self.layout.dtype))
+            self.padding = jax.tree.unflatten(self.structure, [zeros] * self.structure.num_leaves)
+        return self.padding
+
+    def _count_array(self, count: int, carrier: jax.Array) -> jax.Array:
+        """`count` on each of this host's devices, as its shards of an array shaped like `carrier`.
+
+        Arrays are immutable, so one array per count value serves every call: a full group always returns the
+        same one.
+        """
+        if count not in self.count_arrays:
+            shard = np.full(carrier.sharding.shard_shape(carrier.shape), count, np.int32)
+            self.count_arrays[count] = jax.make_array_from_callback(carrier.shape, carrier.sharding, lambda _: shard)
+        return self.count_arrays[count]
+
+    def save(self, step: jax.Array, consumed: jax.Array) -> jax.Array:
+        host = host_identity(step)
+        write_position(self.checkpoint_dir, _scalar(step), host, _scalar(consumed), elastic=self.elastic)
         return step
 
     def restore(self, step: jax.Array) -> jax.Array:
+        """Reopen the dataset at the position saved for `step`; return that position."""
         host = host_identity(step)
-        self.consumed = read_position(self.checkpoint_dir, _scalar(step), host, elastic=self.elastic)
-        self.batches = open_dataset_at(self.make_dataset, host, self.consumed)
-        return step
+        consumed = read_position(self.checkpoint_dir, _scalar(step), host, elastic=self.elastic)
+        self.batches = open_dataset_at(self.make_dataset, host, consumed)
+        return jax.make_array_from_callback((), step.sharding, lambda _: np.int32(consumed))
 
 
-@dataclass(frozen=True)
 class _HostLayout:
     """Where this host's rows go in the global array: rows `first:last` of `global_shape` under `sharding`."""
 
-    sharding: NamedSharding
-    global_shape: tuple[int, ...]
-    dtype: np.dtype
-    first: int
-    last: int
+    def __init__(self, sharding: NamedSharding, global_shape: tuple[int, ...], dtype: np.dtype):
+        self.sharding = sharding
+        self.global_shape = global_shape
+        self.dtype = dtype
+        self.first, self.last = host_rows(sharding, global_shape)
+        self.local_shape = (self.last - self.first, *global_shape[1:])
+        # Each local device's dim-0 slice, keyed by its global start, shifted into this host's rows.
+        self._local_rows: dict[int | None, slice] = {}
+        for index in sharding.addressable_devices_indices_map(global_shape).values():
+            start, stop, _ = index[0].indices(global_shape[0])
+            self._local_rows[index[0].start] = slice(start - self.first, stop - self.first)
 
     def to_global_array(self, rows: Any) -> jax.Array:
         """Place this host's rows as its shards of one global CPU array; the other hosts supply theirs."""
         rows = np.asarray(rows)
-        expected = (self.last - self.first, *self.global_shape[1:])
-        if rows.shape != expected:
+        if rows.shape != self.local_shape:
             raise ColocatedUsageError(
                 f"make_dataset yielded a batch of shape {rows.shape}, but this host holds rows "
                 f"{self.first}:{self.last} of the global shape {self.global_shape}, so each batch must have "
-                f"shape {expected}."
+                f"shape {self.local_shape}."
             )
-        return jax.make_array_from_process_local_data(
-            self.sharding, rows.astype(self.dtype, copy=False), self.global_shape
+        rows = rows.astype(self.dtype, copy=False)
+        local_rows = self._local_rows
+        # make_array_from_callback hands each local device its slice in one batched transfer; on 32 KiB batches
+        # it takes some 45 us where device_put and make_array_from_process_local_data take 70-80 us.
+        return jax.make_array_from_callback(
+            self.global_shape, self.sharding, lambda index: rows[(local_rows[index[0].start], *index[1:])]
         )
 
 

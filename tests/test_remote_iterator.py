@@ -22,7 +22,13 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tpuplane.runtime.colocated import ColocatedUsageError, HostIdentity
-from tpuplane.runtime.remote_iterator import RemoteIterator, open_dataset_at, read_position, write_position
+from tpuplane.runtime.remote_iterator import (
+    RemoteIterator,
+    default_batches_per_call,
+    open_dataset_at,
+    read_position,
+    write_position,
+)
 
 GLOBAL_SHAPE = (16, 4)
 
@@ -35,6 +41,21 @@ def global_batch(k: int) -> np.ndarray:
 def host_rows(k: int, index: int, count: int) -> np.ndarray:
     rows = GLOBAL_SHAPE[0] // count
     return global_batch(k)[index * rows : (index + 1) * rows]
+
+
+def finite_dataset(batches: int):
+    """A dataset of `batches` global batches, split by host like `endless_dataset`."""
+
+    def make_dataset(index: int, count: int):
+        return (host_rows(k, index, count) for k in range(batches))
+
+    return make_dataset
+
+
+def assert_batches(iterator: RemoteIterator, ks) -> None:
+    """The next batches of `iterator` are the global batches numbered `ks`."""
+    for k in ks:
+        np.testing.assert_array_equal(np.asarray(next(iterator)), global_batch(k))
 
 
 def endless_dataset(index: int, count: int):
@@ -123,6 +144,89 @@ def test_remote_iterator_wrong_batch_shape_names_the_expected_shape(make_iterato
     iterator = make_iterator(lambda i, n: iter([np.zeros((8, 4))]))
     with pytest.raises(ColocatedUsageError, match=r"shape \(8, 4\).*rows 0:16 .*must have shape \(16, 4\)"):
         next(iterator)
+
+
+# --- several batches per colocated call --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batches_per_call", [1, 3, 8])
+def test_remote_iterator_yields_the_same_stream_whatever_the_batches_per_call(make_iterator, batches_per_call):
+    assert_batches(make_iterator(batches_per_call=batches_per_call), range(10))
+
+
+@pytest.mark.parametrize("batches", [5, 8])
+def test_remote_iterator_stops_exactly_after_the_last_batch_of_a_group(make_iterator, batches):
+    """5 batches in groups of 4 end in a partial group; 8 end on a group boundary with an empty group after it."""
+    iterator = make_iterator(finite_dataset(batches), batches_per_call=4)
+    assert_batches(iterator, range(batches))
+    for _ in range(2):  # an exhausted iterator stays exhausted
+        with pytest.raises(StopIteration):
+            next(iterator)
+
+
+def test_remote_iterator_partial_last_group_of_dict_batches(make_iterator):
+    def inputs_and_targets(index, count):
+        for rows in finite_dataset(3)(index, count):
+            yield {"inputs": rows, "targets": rows + 1}
+
+    batches = list(make_iterator(inputs_and_targets, batches_per_call=2))
+    assert len(batches) == 3
+    np.testing.assert_array_equal(np.asarray(batches[-1]["targets"]), global_batch(2) + 1)
+
+
+def test_remote_iterator_over_an_empty_dataset_stops_at_once(make_iterator):
+    with pytest.raises(StopIteration):
+        next(make_iterator(finite_dataset(0), batches_per_call=4))
+
+
+def test_remote_iterator_saves_the_batches_taken_not_the_batches_fetched(make_iterator, tmp_path):
+    iterator = make_iterator(batches_per_call=4)
+    assert_batches(iterator, range(2))  # the hosts have fetched 4
+    iterator.save(2)
+    saved = json.loads((tmp_path / "2" / "iter" / "process_0-of-1.json").read_text())
+    assert saved["batches_consumed"] == 2
+
+
+def test_remote_iterator_restore_drops_the_batches_fetched_ahead(make_iterator):
+    iterator = make_iterator(batches_per_call=4)
+    assert_batches(iterator, range(2))
+    iterator.save(2)
+    assert_batches(iterator, range(2, 7))  # into the second group
+    iterator.restore(2)
+    assert_batches(iterator, range(2, 7))
+
+
+def test_remote_iterator_restores_an_over_fetched_position_with_another_batches_per_call(make_iterator):
+    iterator = make_iterator(batches_per_call=4, elastic=True)
+    assert_batches(iterator, range(5))  # 8 fetched
+    iterator.save(5)
+    restarted = make_iterator(batches_per_call=3, elastic=True)
+    restarted.restore(5)
+    assert_batches(restarted, range(5, 9))
+
+
+def test_remote_iterator_restored_at_the_end_of_its_data_stops(make_iterator):
+    iterator = make_iterator(finite_dataset(3), batches_per_call=2)
+    assert_batches(iterator, range(3))
+    iterator.save(3)
+    restarted = make_iterator(finite_dataset(3), batches_per_call=2)
+    restarted.restore(3)
+    with pytest.raises(StopIteration):
+        next(restarted)
+
+
+@pytest.mark.parametrize("batches_per_call", [0, -1, 2.5, True])
+def test_remote_iterator_batches_per_call_must_be_a_positive_int(make_iterator, batches_per_call):
+    with pytest.raises(ValueError, match=rf"batches_per_call must be a positive int or None, got {batches_per_call}"):
+        make_iterator(batches_per_call=batches_per_call)
+
+
+@pytest.mark.parametrize(
+    ("global_shape", "expected"),
+    [((8, 1024), 8), ((256, 1024), 8), ((1024, 1024), 2), ((2048, 1024), 1), ((4096, 1024), 1)],
+)
+def test_default_batches_per_call_fetches_about_8_mib_per_call(global_shape, expected):
+    assert default_batches_per_call(global_shape, np.float32) == expected
 
 
 # --- save and restore by step -----------------------------------------------------------------------------------
