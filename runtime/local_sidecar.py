@@ -8,7 +8,12 @@ that cannot travel back, a version skew. `LocalSidecar` reproduces that boundary
 Design: the client listens and the worker dials back. The port is then known before the worker starts (no
 port-report channel through the worker's stdout, which imports and user code may write to), and the client can
 wait on one selector for "the worker connected" or "the worker exited" (a pidfd), so a worker that dies during
-start-up is reported at once with its exit status instead of after a timeout.
+start-up is reported at once with its exit status instead of after a timeout. The connection is non-blocking and
+every later wait (for a reply, for room to send) goes through the same selector, so a death mid-call is seen at
+once too, even while a child the worker forked still holds the connection open.
+
+cloudpickle is imported only when something is pickled, so importing this module (the pytest plugin does) works
+without the `runtime` extra; `LocalSidecar()` then raises an ImportError that says what to install.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import hashlib
 import importlib
 import inspect
 import json
+import math
 import os
 import secrets
+import select
 import selectors
 import shutil
 import signal
@@ -35,14 +42,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from tpuplane.runtime import sidecar_protocol as protocol
 from tpuplane.runtime.sidecar_protocol import ProtocolError, SidecarError
 
 __all__ = [
     "Capabilities", "LocalSidecar", "ProtocolError", "RemoteError", "SidecarDied", "SidecarError",
-    "SidecarPicklingError", "SidecarStartError", "SidecarVersionMismatch", "ensure_sidecar_venv",
+    "SidecarPicklingError", "SidecarStartError", "SidecarTimeout", "SidecarVersionMismatch", "ensure_sidecar_venv",
     "pickled_by_value", "resolve_target", "run_target",
 ]
 
@@ -75,6 +80,11 @@ class SidecarDied(SidecarError):
     def __init__(self, message: str, returncode: int | None) -> None:
         super().__init__(message)
         self.returncode = returncode
+
+
+class SidecarTimeout(SidecarError):
+    """A reply did not start within the request's `timeout`. The worker still runs the call; its reply is dropped
+    when it comes, so the sidecar stays usable (its next request waits until the worker is free)."""
 
 
 class SidecarPicklingError(SidecarError):
@@ -122,8 +132,17 @@ class LocalSidecar:
 
     `python` is the worker's interpreter (default: this one). With `venv_requirements`, the worker runs in a venv
     built from that file with `python`, cached by its content (see `ensure_sidecar_venv`). `env` adds variables
-    to the worker's environment (e.g. XLA_FLAGS). `worker_args` are passed to the worker module; only tests use
-    them (`--fault`, `--report-versions`).
+    to the worker's environment (e.g. XLA_FLAGS). `shutdown_timeout` bounds every wait on a worker that is going
+    away: for its `bye`, for its exit, and for its connection to close once it has exited. `worker_args` are passed
+    to the worker module; only tests use them (`--fault`, `--report-versions`).
+
+    The worker runs in its own session and process group, which is killed as a whole on close and on the worker's
+    death, so helpers it forked (a data loader, a multiprocessing pool) neither outlive it nor keep its connection
+    open. Its own session also keeps a Ctrl-C meant for the client from killing it mid-call.
+
+    A call abandoned by its `timeout` or by an interrupt stays pending: the worker finishes it, and its reply is read
+    and dropped before the next reply (which therefore waits until the worker is free). Not thread-safe: one
+    request at a time.
     """
 
     def __init__(
@@ -137,6 +156,7 @@ class LocalSidecar:
         shutdown_timeout: float = 5.0,
         worker_args: Sequence[str] = (),
     ) -> None:
+        protocol.require_cloudpickle()  # fail here, with what to install, rather than at the first call
         interpreter = str(python or sys.executable)
         if venv_requirements is not None:
             interpreter = str(ensure_sidecar_venv(Path(venv_requirements), python=interpreter,
@@ -154,6 +174,8 @@ class LocalSidecar:
         # building one per wait would cost five system calls per request.
         self._selector = selectors.DefaultSelector()
         self._next_id = 1
+        self._pending: set[int] = set()  # ids of requests sent whose reply has not been read yet
+        self._exit_deadline: float | None = None  # once the worker has exited: until when its connection is read
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -168,7 +190,8 @@ class LocalSidecar:
             env = {**os.environ, **self._extra_env, protocol.TOKEN_ENV: token,
                    # The real sidecar has none of the client's working directory: do not import from it either.
                    "PYTHONSAFEPATH": "1"}
-            self._process = subprocess.Popen([*self._command, "--connect", f"127.0.0.1:{port}"], env=env)
+            self._process = subprocess.Popen([*self._command, "--connect", f"127.0.0.1:{port}"], env=env,
+                                             start_new_session=True)
             self._pidfd = _open_pidfd(self._process.pid)
             if self._pidfd is not None:
                 self._selector.register(self._pidfd, selectors.EVENT_READ)
@@ -184,7 +207,7 @@ class LocalSidecar:
         deadline = time.monotonic() + self.connect_timeout
         self._selector.register(listener, selectors.EVENT_READ)
         try:
-            if not self._wait_readable(listener, deadline):
+            if not self._wait_for(listener, selectors.EVENT_READ, deadline):
                 raise SidecarStartError(
                     f"sidecar worker (pid {self.pid}) did not connect within {self.connect_timeout:g} s; killed it "
                     f"(command: {' '.join(self._command)})"
@@ -193,15 +216,17 @@ class LocalSidecar:
             self._selector.unregister(listener)
         sock, _ = listener.accept()
         protocol.configure_socket(sock)
+        # Never block in a send or a receive: every wait goes through the selector, which also watches the worker.
+        sock.setblocking(False)
         self._selector.register(sock, selectors.EVENT_READ)
         return sock
 
     def _handshake(self, token: str) -> None:
         deadline = time.monotonic() + self.connect_timeout
-        if not self._wait_readable(self._connection(), deadline):
+        if not self._wait_for(self._connection(), selectors.EVENT_READ, deadline):
             raise SidecarStartError(f"sidecar worker (pid {self.pid}) connected but sent no hello within "
                                     f"{self.connect_timeout:g} s")
-        hello = self._receive()
+        hello = self._receive("the handshake")
         if hello.type != protocol.HELLO:
             raise ProtocolError(f"expected hello from the sidecar worker, got {hello.type!r}")
         if not secrets.compare_digest(str(hello.header.get("token", "")), token):
@@ -215,24 +240,30 @@ class LocalSidecar:
         self.versions = versions
 
     def close(self) -> None:
-        """Ask the worker to shut down, kill it if it does not, and reap it. Safe to call any number of times."""
+        """Ask the worker to shut down, then kill its process group and reap it. Safe to call any number of times.
+
+        The worker gets `shutdown_timeout` to answer (after finishing any abandoned call) and as long again to exit.
+        """
         if self._closed:
             return
         self._closed = True
-        if self._sock is not None and self._process is not None and self._process.poll() is None:
-            with contextlib.suppress(SidecarError, OSError):
-                self._request({"type": protocol.SHUTDOWN}, expect=protocol.BYE,
-                              deadline=time.monotonic() + self.shutdown_timeout)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._process.wait(self.shutdown_timeout)
-        self._terminate()
+        try:
+            if self._sock is not None and self._process is not None and self._exit_status() is None:
+                try:
+                    self._request({"type": protocol.SHUTDOWN}, expect=protocol.BYE,
+                                  deadline=time.monotonic() + self.shutdown_timeout)
+                except (SidecarError, OSError):
+                    pass  # no bye (busy past the deadline, or gone): nothing to wait for, the kill below ends it
+                else:
+                    self._wait_exit(self.shutdown_timeout)
+        finally:
+            self._terminate()
 
     def _terminate(self) -> None:
-        """Kill (if still running) and reap the worker, release the socket and the pidfd."""
+        """Kill the worker's process group, reap the worker, release the socket and the pidfd."""
         self._closed = True
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
         if self._process is not None:
+            self._kill_group()
             self._process.wait()
         if self._sock is not None:
             self._sock.close()
@@ -240,6 +271,16 @@ class LocalSidecar:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+    def _kill_group(self) -> None:
+        """SIGKILL the worker and every process it started in its group (a zombie leader ignores it).
+
+        Only while the worker is unreaped: until then its pid, which is the group's id, cannot be reused.
+        """
+        assert self._process is not None
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
 
     def __enter__(self) -> LocalSidecar:
         return self.start()
@@ -249,54 +290,144 @@ class LocalSidecar:
 
     @property
     def pid(self) -> int | None:
+        """The worker's pid, which is also its process group's id."""
         return self._process.pid if self._process is not None else None
 
     @property
     def returncode(self) -> int | None:
-        return self._process.poll() if self._process is not None else None
+        return self._exit_status() if self._process is not None else None
+
+    # -- the worker's exit -------------------------------------------------------------------------------------
+
+    def _exit_status(self) -> int | None:
+        """The worker's exit status once it has exited (negative: killed by that signal), without reaping it."""
+        assert self._process is not None
+        if self._process.returncode is not None:
+            return self._process.returncode
+        try:
+            info = os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped behind our back (someone waited for any child): let Popen tell
+            return self._process.poll()
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def _wait_exit(self, timeout: float) -> int | None:
+        """Wait up to `timeout` seconds for the worker to exit; its status, or None if it is still running."""
+        deadline = time.monotonic() + timeout
+        while (status := self._exit_status()) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if self._pidfd is not None:
+                select.select([self._pidfd], [], [], remaining)
+            else:
+                time.sleep(min(remaining, 0.05))
+        return status
+
+    def _died(self, when: str) -> SidecarDied:
+        """The stream broke: the worker is exiting, so wait briefly for its status, then kill and reap it."""
+        returncode = self._wait_exit(self.shutdown_timeout)
+        self._terminate()
+        status = "still running after closing its connection; killed it" if returncode is None else (
+            _describe_status(returncode))
+        return SidecarDied(f"sidecar worker (pid {self.pid}) died {when}: {status}", returncode)
+
+    def _wait_for(self, sock: socket.socket, events: int, deadline: float | None) -> int:
+        """Wait until `sock` is ready for some of `events` (return those) or `deadline` passes (return 0).
+
+        The worker's pidfd is in the same selector, so its exit is seen at once. Then its process group is killed,
+        which closes the copies of the connection its children inherited, and the connection is read only until
+        `shutdown_timeout` more has passed: a reply the worker wrote before exiting is still read, and a child
+        that left the group cannot keep the client waiting. Past that, SidecarDied.
+        """
+        assert self._process is not None
+        if self._selector.get_key(sock).events != events:
+            self._selector.modify(sock, events)
+        while True:
+            limit = deadline if self._exit_deadline is None else (
+                min(math.inf if deadline is None else deadline, self._exit_deadline))
+            timeout = None if limit is None else max(0.0, limit - time.monotonic())
+            if self._pidfd is None and self._exit_deadline is None:  # no pidfd: look at the process every 50 ms
+                timeout = 0.05 if timeout is None else min(timeout, 0.05)
+            for ready_key, ready in self._selector.select(timeout):
+                if ready_key.fileobj is sock and ready & events:
+                    return ready & events
+            if self._exit_deadline is None and (returncode := self._exit_status()) is not None:
+                if self._sock is None:
+                    raise SidecarStartError(
+                        f"sidecar worker (pid {self.pid}) exited before connecting: "
+                        f"{_describe_status(returncode)} (command: {' '.join(self._command)})", returncode)
+                self._kill_group()
+                if self._pidfd is not None:
+                    self._selector.unregister(self._pidfd)  # readable for good now: stop selecting on it
+                self._exit_deadline = time.monotonic() + self.shutdown_timeout
+                continue
+            now = time.monotonic()
+            if self._exit_deadline is not None and now >= self._exit_deadline:
+                returncode = self._exit_status()
+                assert returncode is not None  # its exit is what set the deadline
+                self._terminate()
+                raise SidecarDied(
+                    f"sidecar worker (pid {self.pid}) died ({_describe_status(returncode)}), but its connection "
+                    f"stayed open: a process it started outside its process group holds it; gave up after "
+                    f"{self.shutdown_timeout:g} s", returncode)
+            if deadline is not None and now >= deadline:
+                return 0
 
     # -- requests ----------------------------------------------------------------------------------------------
 
-    def probe(self, *, jax: bool = False) -> Capabilities:
+    def probe(self, *, jax: bool = False, timeout: float | None = None) -> Capabilities:
         """CPUs and memory of the worker; with `jax=True` also its jax devices (this imports jax in the worker)."""
-        reply = self._request({"type": protocol.CAPABILITY_PROBE, "jax": jax}, expect=protocol.CAPABILITIES)
+        reply = self._request({"type": protocol.CAPABILITY_PROBE, "jax": jax}, expect=protocol.CAPABILITIES,
+                              timeout=timeout)
         fields = {name: reply.header.get(name) for name in Capabilities.__dataclass_fields__}
         if fields["jax_devices"] is not None:
             fields["jax_devices"] = tuple(fields["jax_devices"])
         return Capabilities(**fields)
 
-    def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Run `fn(*args, **kwargs)` in the worker and return its result, unpickled here."""
+    def call(self, fn: Callable[..., Any], /, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` in the worker and return its result, unpickled here.
+
+        `timeout` (seconds; None waits for ever) bounds the wait for the reply to start: past it, SidecarTimeout,
+        and the call goes on in the worker with its reply dropped when it comes. `timeout` is not passed to `fn`:
+        to give `fn` an argument of that name, call `functools.partial(fn, timeout=...)`.
+        """
         try:
             frames = protocol.dump_payload((fn, args, kwargs))
         except Exception as exc:
             raise SidecarPicklingError(_describe_unpicklable(fn, args, kwargs, exc)) from exc
-        reply = self._request({"type": protocol.CALL, "function": _name_of(fn)}, frames, expect=protocol.RESULT)
+        reply = self._request({"type": protocol.CALL, "function": _name_of(fn)}, frames, expect=protocol.RESULT,
+                              timeout=timeout)
         return protocol.load_payload(reply.frames)
 
     def _request(self, header: dict[str, Any], frames: Sequence[Any] = (), *, expect: str,
-                 deadline: float | None = None) -> protocol.Message:
-        """Send one request and return its reply. A dead worker or a broken stream closes this sidecar."""
+                 timeout: float | None = None, deadline: float | None = None) -> protocol.Message:
+        """Send one request and return its reply, dropping replies to abandoned requests that come first.
+
+        A dead worker, a broken stream or a message stopped half-way closes this sidecar; a request abandoned
+        while waiting for its reply (timeout, KeyboardInterrupt) does not.
+        """
         if self._closed and header["type"] != protocol.SHUTDOWN:
             raise SidecarError("this LocalSidecar is closed")
         sock = self._connection()
         request_id = self._next_id
         self._next_id += 1
         what = header.get("function") or header["type"]
-        try:
-            try:
-                protocol.send_message(sock, {**header, "id": request_id}, frames)
-            except OSError as exc:
-                raise self._died(f"while sending {what}") from exc
-            if not self._wait_readable(sock, deadline):
-                raise SidecarError(f"sidecar worker (pid {self.pid}) did not answer {what} in time")
-            reply = self._receive(during=what)
-            if reply.header.get("id") != request_id:
-                raise ProtocolError(
-                    f"reply to request {request_id} ({what}) carries id {reply.header.get('id')!r}")
-        except SidecarError:
-            self._terminate()
-            raise
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+        # Pending before the first byte leaves: an interrupt right after the send must still leave it known.
+        self._pending.add(request_id)
+        self._send(sock, {**header, "id": request_id}, frames, deadline, what)
+        while True:
+            if not self._wait_for(sock, selectors.EVENT_READ, deadline):
+                limit = f"within {timeout:g} s" if timeout is not None else "in time"
+                raise SidecarTimeout(
+                    f"sidecar worker (pid {self.pid}) did not answer {what} {limit}; the call goes on in the worker, "
+                    f"its reply will be dropped, and the next request waits until the worker is free")
+            reply = self._read_reply(what, request_id)
+            if reply is not None:
+                break
         if reply.type == protocol.ERROR:
             raise RemoteError(str(reply.header.get("exc_type")), str(reply.header.get("message")),
                               str(reply.header.get("traceback")), str(reply.header.get("phase")))
@@ -305,52 +436,60 @@ class LocalSidecar:
             raise ProtocolError(f"expected {expect!r} in reply to {what}, got {reply.type!r}")
         return reply
 
-    def _receive(self, during: str = "the handshake") -> protocol.Message:
+    def _send(self, sock: socket.socket, header: dict[str, Any], frames: Sequence[Any], deadline: float | None,
+              what: str) -> None:
+        def wait_writable() -> None:
+            # The worker is not reading: it may be busy writing the reply to an abandoned call, which must be read
+            # for it to go on (two large messages would otherwise block each other for ever).
+            while True:
+                ready = self._wait_for(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, deadline)
+                if not ready:
+                    raise SidecarTimeout(
+                        f"sidecar worker (pid {self.pid}) took no more of request {what} in time (it is busy with "
+                        f"an earlier call); the request is half-sent, so this sidecar is closed")
+                if ready & selectors.EVENT_WRITE:
+                    return
+                self._read_reply(what, header["id"], sending=True)
+
+        self._transfer(lambda: protocol.send_message(sock, header, frames, wait=wait_writable),
+                       f"while sending {what}")
+
+    def _read_reply(self, what: str, request_id: int, *, sending: bool = False) -> protocol.Message | None:
+        """Read one reply: the one to `request_id` (returned), or one to an abandoned request (dropped: None).
+
+        Any other id, or a reply to `request_id` while it is still being sent, means the stream is out of step.
+        """
+        reply = self._receive(what)
+        reply_id = reply.header.get("id")
+        if type(reply_id) is int and reply_id in self._pending and not (sending and reply_id == request_id):
+            self._pending.discard(reply_id)
+            return reply if reply_id == request_id else None
+        self._terminate()
+        which = f"while sending request {request_id} ({what}), a reply" if sending else (
+            f"reply to request {request_id} ({what})")
+        raise ProtocolError(f"{which} carries id {reply_id!r}, which answers no pending request")
+
+    def _receive(self, during: str) -> protocol.Message:
+        sock = self._connection()
+        return self._transfer(
+            lambda: protocol.recv_message(sock, wait=lambda: self._wait_for(sock, selectors.EVENT_READ, None)),
+            f"during {during}")
+
+    def _transfer(self, move_one_message: Callable[[], Any], when: str) -> Any:
+        """Send or receive one whole message. Stopping half-way (an interrupt, a timeout, a dead worker) leaves
+        the stream out of step for good, so the worker is closed then."""
         try:
-            return protocol.recv_message(self._connection())
-        except (protocol.PeerClosed, ConnectionResetError) as exc:
-            raise self._died(f"during {during}") from exc
+            return move_one_message()
+        except (protocol.PeerClosed, OSError) as exc:
+            raise self._died(when) from exc
+        except BaseException:
+            self._terminate()
+            raise
 
     def _connection(self) -> socket.socket:
         if self._sock is None:
             raise SidecarError("LocalSidecar is not started: use start() or `with LocalSidecar() as sidecar:`")
         return self._sock
-
-    def _died(self, when: str) -> SidecarDied:
-        """The stream broke: the worker is exiting, so wait briefly for its status, then kill and reap it."""
-        assert self._process is not None
-        try:
-            returncode: int | None = self._process.wait(self.shutdown_timeout)
-        except subprocess.TimeoutExpired:
-            returncode = None
-        self._terminate()
-        status = "still running after closing its connection; killed it" if returncode is None else (
-            _describe_status(returncode))
-        return SidecarDied(f"sidecar worker (pid {self.pid}) died {when}: {status}", returncode)
-
-    def _wait_readable(self, sock: socket.socket, deadline: float | None) -> bool:
-        """Wait until `sock` is readable (True) or the deadline passes (False); raise if the worker exits first.
-
-        Polls the socket and the process together, so an exit is seen at once. A reply already written by a
-        worker that then exited is still read: the socket stays readable after the process is gone.
-        """
-        assert self._process is not None
-        while True:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if self._pidfd is None:  # no pidfd on this platform: look at the process every 50 ms
-                timeout = 0.05 if timeout is None else min(timeout, 0.05)
-            ready = {key.fileobj for key, _ in self._selector.select(timeout)}
-            if sock in ready:
-                return True
-            returncode = self._process.poll()
-            if returncode is not None:
-                if self._sock is None:
-                    raise SidecarStartError(
-                        f"sidecar worker (pid {self.pid}) exited before connecting: "
-                        f"{_describe_status(returncode)} (command: {' '.join(self._command)})", returncode)
-                return True  # what is left in the connection is read, then its end reports the death
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
 
 
 def _open_pidfd(pid: int) -> int | None:
@@ -384,7 +523,7 @@ def _describe_unpicklable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     suspects += [(f"keyword argument {name!r}", value) for name, value in kwargs.items()]
     for label, value in suspects:
         try:
-            cloudpickle.dumps(value)
+            protocol.require_cloudpickle().dumps(value)
         except Exception as inner:  # noqa: BLE001 - any failure names the culprit
             return f"cannot pickle {label} = {_short_repr(value)} for the sidecar: {inner}"
     return f"cannot pickle function {_name_of(fn)} = {_short_repr(fn)} for the sidecar: {exc}"
@@ -429,6 +568,7 @@ def run_target(target: str, *args: Any, sidecar: LocalSidecar | None = None, **k
 @contextlib.contextmanager
 def pickled_by_value(module: types.ModuleType) -> Iterator[None]:
     """Ship `module`'s functions by value while inside, e.g. a test module the sidecar cannot import."""
+    cloudpickle = protocol.require_cloudpickle()
     if module.__name__ in cloudpickle.list_registry_pickle_by_value() or sys.modules.get(module.__name__) is not module:
         yield
         return

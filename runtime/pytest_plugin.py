@@ -11,6 +11,10 @@ the next test. The venv, which is slow to build, is session-scoped (`local_sidec
 
 Functions defined in the test module itself are shipped by value while the fixture is active (the sidecar
 could never import a test module); everything they import is still imported by the worker, as on a real sidecar.
+
+The plugin is registered for every pytest run of an environment with tpuplane, so it imports nothing from the
+`runtime` extra: without cloudpickle, pytest still starts and only a test taking `local_sidecar` fails, with an
+ImportError that says `pip install 'tpuplane[runtime]'`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ never copied into or out of the pickle.
 
 Both sides also share the sidecar lock-step rule here: functions travel cloudpickled, which has no
 cross-version guarantee, so jax and jaxlib must be identical, Python major.minor identical, cloudpickle identical.
+
+cloudpickle is imported only when a payload is pickled (`require_cloudpickle`), so that the pytest plugin, which
+imports this module, loads in an environment without the `runtime` extra.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ import json
 import platform
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
+from types import ModuleType
 from typing import Any
 
-import cloudpickle
 from packaging.version import InvalidVersion, Version
 
 PROTOCOL_VERSION = 1
@@ -69,25 +72,50 @@ class Message:
         return self.header.get("type", "")
 
 
+def require_cloudpickle() -> ModuleType:
+    """cloudpickle, or an ImportError that says which extra brings it."""
+    try:
+        import cloudpickle
+    except ImportError as exc:
+        raise ImportError(
+            "the local sidecar pickles calls with cloudpickle, which is not installed: pip install 'tpuplane[runtime]'"
+        ) from exc
+    return cloudpickle
+
+
 def configure_socket(sock: socket.socket) -> None:
     """Small request/reply messages must not wait for Nagle's delayed-ACK dance."""
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def send_message(sock: socket.socket, header: dict[str, Any], frames: Sequence[Any] = ()) -> None:
-    """Write the header and the binary frames with scatter-gather sendmsg, copying none of the buffers."""
+# Called when a non-blocking socket is not ready; returns once it may be (or raises to abandon the message).
+Wait = Callable[[], object]
+
+
+def send_message(sock: socket.socket, header: dict[str, Any], frames: Sequence[Any] = (),
+                 wait: Wait | None = None) -> None:
+    """Write the header and the binary frames with scatter-gather sendmsg, copying none of the buffers.
+
+    A blocking socket needs no `wait`. On a non-blocking one, `wait` is called whenever the socket is full; it is
+    where the caller watches for other things meanwhile (the peer's exit, data to read, a deadline).
+    """
     encoded = json.dumps({**header, "frames": len(frames)}, sort_keys=True, separators=(",", ":")).encode()
     views: list[memoryview] = []
     for buffer in (encoded, *frames):
         view = memoryview(buffer).cast("B")
         views.append(memoryview(_PREFIX.pack(view.nbytes)))
         views.append(view)
-    _sendmsg_all(sock, views)
+    _sendmsg_all(sock, views, wait)
 
 
-def _sendmsg_all(sock: socket.socket, views: list[memoryview]) -> None:
+def _sendmsg_all(sock: socket.socket, views: list[memoryview], wait: Wait | None) -> None:
     while views:
-        sent = sock.sendmsg(views[:_MAX_IOVECS])
+        try:
+            sent = sock.sendmsg(views[:_MAX_IOVECS])
+        except BlockingIOError:
+            assert wait is not None, "a non-blocking socket needs a wait callable"
+            wait()
+            continue
         while sent:
             if sent >= len(views[0]):
                 sent -= len(views[0])
@@ -99,12 +127,15 @@ def _sendmsg_all(sock: socket.socket, views: list[memoryview]) -> None:
             views.pop(0)
 
 
-def recv_message(sock: socket.socket) -> Message:
-    """Read one message; raises PeerClosed at end of stream, ProtocolError on a malformed header."""
-    size = _recv_prefix(sock)
+def recv_message(sock: socket.socket, wait: Wait | None = None) -> Message:
+    """Read one message; raises PeerClosed at end of stream, ProtocolError on a malformed header.
+
+    `wait` is called whenever a non-blocking socket has nothing to read yet (see `send_message`).
+    """
+    size = _recv_prefix(sock, wait)
     if size > MAX_HEADER_BYTES:
         raise ProtocolError(f"header frame of {size} bytes exceeds the {MAX_HEADER_BYTES}-byte limit")
-    raw = _recv_exactly(sock, size)
+    raw = _recv_exactly(sock, size, wait)
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -114,20 +145,25 @@ def recv_message(sock: socket.socket) -> Message:
     count = header.get("frames", 0)
     if not isinstance(count, int) or count < 0:
         raise ProtocolError(f"header announces {count!r} frames")
-    frames = [_recv_exactly(sock, _recv_prefix(sock)) for _ in range(count)]
+    frames = [_recv_exactly(sock, _recv_prefix(sock, wait), wait) for _ in range(count)]
     return Message(header, frames)
 
 
-def _recv_prefix(sock: socket.socket) -> int:
-    return _PREFIX.unpack(_recv_exactly(sock, _PREFIX.size))[0]
+def _recv_prefix(sock: socket.socket, wait: Wait | None) -> int:
+    return _PREFIX.unpack(_recv_exactly(sock, _PREFIX.size, wait))[0]
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytearray:
+def _recv_exactly(sock: socket.socket, size: int, wait: Wait | None) -> bytearray:
     """Fill one preallocated buffer with recv_into: no chunk list, no join."""
     buffer = bytearray(size)
     view = memoryview(buffer)
     while view:
-        received = sock.recv_into(view)
+        try:
+            received = sock.recv_into(view)
+        except BlockingIOError:
+            assert wait is not None, "a non-blocking socket needs a wait callable"
+            wait()
+            continue
         if not received:
             raise PeerClosed(f"connection closed with {len(view)} of {size} bytes still expected")
         view = view[received:]
@@ -137,14 +173,14 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytearray:
 def dump_payload(obj: Any) -> list[Any]:
     """cloudpickle `obj` into frames: the pickle stream, then its out-of-band buffers (raw, uncopied)."""
     buffers: list[Any] = []
-    stream = cloudpickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    stream = require_cloudpickle().dumps(obj, protocol=5, buffer_callback=buffers.append)
     return [stream, *(buffer.raw() for buffer in buffers)]
 
 
 def load_payload(frames: Sequence[bytearray]) -> Any:
     if not frames:
         raise ProtocolError("message has no payload frame")
-    return cloudpickle.loads(frames[0], buffers=frames[1:])
+    return require_cloudpickle().loads(frames[0], buffers=frames[1:])
 
 
 @dataclass(frozen=True)

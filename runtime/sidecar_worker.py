@@ -23,7 +23,9 @@ from typing import Any
 
 from tpuplane.runtime import sidecar_protocol as protocol
 
-FAULTS = ("never-connect", "wrong-reply-id")
+# Test-only misbehaviours: never dial back; answer with the next request's id; answer with an id never sent.
+FAULTS = ("never-connect", "wrong-reply-id", "stale-reply-id")
+_REPLY_ID_OFFSETS = {"wrong-reply-id": 1, "stale-reply-id": -1}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             {"type": protocol.HELLO, "protocol": protocol.PROTOCOL_VERSION, "token": token, "pid": os.getpid(),
              "versions": versions},
         )
-        _serve(sock, reply_id_offset=1 if options.fault == "wrong-reply-id" else 0)
+        _serve(sock, reply_id_offset=_REPLY_ID_OFFSETS.get(options.fault, 0))
     return 0
 
 

@@ -6,10 +6,12 @@ the real worker misbehave, and `--report-versions` simulates a sidecar image bui
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from importlib import metadata
@@ -29,6 +31,7 @@ from tpuplane.runtime.local_sidecar import (
     SidecarError,
     SidecarPicklingError,
     SidecarStartError,
+    SidecarTimeout,
     SidecarVersionMismatch,
     pickled_by_value,
     run_target,
@@ -64,9 +67,62 @@ def fail(message):
     raise ValueError(message)
 
 
-def sleep_after_marker(marker: str) -> None:
+def sleep_after_marker(marker: str, seconds: float = 60, result=None):
     Path(marker).write_text("in call")
-    time.sleep(60)
+    time.sleep(seconds)
+    return result
+
+
+def sleep_then_return(seconds, result):
+    time.sleep(seconds)
+    return result
+
+
+def sleep_then_make_bytes(seconds, size):
+    time.sleep(seconds)
+    return bytes(size)
+
+
+def _write_pid_file(pid_file: str) -> None:
+    Path(pid_file + ".tmp").write_text(str(os.getpid()))
+    os.replace(pid_file + ".tmp", pid_file)
+
+
+def fork_child_holding_the_connection(pid_file: str, *, escape_group: bool = False) -> int:
+    """Fork a child that inherits the worker's connection and sleeps 30 s, as a data-loader helper would."""
+    child = os.fork()
+    if child == 0:
+        if escape_group:
+            os.setsid()  # out of the worker's process group, out of reach of a group kill
+        _write_pid_file(pid_file)
+        time.sleep(30)
+        os._exit(0)
+    while not Path(pid_file).exists():
+        time.sleep(0.01)
+    return child
+
+
+def fork_child_then_exit(pid_file: str, status: int, *, escape_group: bool = False) -> None:
+    fork_child_holding_the_connection(pid_file, escape_group=escape_group)
+    os._exit(status)
+
+
+def running_processes(*, pid: int | None = None, group: int | None = None, patience: float = 5.0) -> list[int]:
+    """`pid`, or the members of process `group`, still running after `patience` s to finish dying from a SIGKILL.
+
+    Zombies count as gone: the children of a worker are adopted by a reaper that is not this test.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        running = []
+        for stat in Path("/proc").glob("[0-9]*/stat" if pid is None else f"{pid}/stat"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                state, _parent, process_group = stat.read_text().rpartition(")")[2].split()[:3]
+                if state not in ("Z", "X") and (group is None or int(process_group) == group):
+                    running.append(int(stat.parent.name))
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.05)
 
 
 # -- handshake, probe, call --------------------------------------------------------------------------------------
@@ -177,6 +233,50 @@ def test_local_sidecar_refuses_calls_after_the_worker_died(sidecar):
         sidecar.call(scale, [1])
 
 
+def test_local_sidecar_worker_dying_while_its_child_holds_the_connection_raises_died_at_once(tmp_path):
+    """The child would keep the connection open 30 s; killing the worker's process group releases it at once.
+
+    shutdown_timeout is 20 s so that only the group kill, not the bounded wait, can answer within 10 s.
+    """
+    pid_file = tmp_path / "child.pid"
+    with LocalSidecar(shutdown_timeout=20) as sidecar:
+        group = sidecar.pid
+        started = time.monotonic()
+        with pytest.raises(SidecarDied, match="exit status 3") as caught:
+            sidecar.call(fork_child_then_exit, str(pid_file), 3)
+        elapsed = time.monotonic() - started
+    assert caught.value.returncode == 3
+    assert elapsed < 10
+    assert running_processes(pid=int(pid_file.read_text())) == []
+    assert running_processes(group=group) == []
+
+
+def test_local_sidecar_stops_waiting_for_a_connection_held_outside_its_process_group(tmp_path):
+    """A child that left the group with setsid() survives the group kill: the wait ends after shutdown_timeout."""
+    pid_file = tmp_path / "child.pid"
+    try:
+        with LocalSidecar(shutdown_timeout=0.5) as sidecar:
+            started = time.monotonic()
+            with pytest.raises(SidecarDied, match="exit status 3.*connection stayed open") as caught:
+                sidecar.call(fork_child_then_exit, str(pid_file), 3, escape_group=True)
+            elapsed = time.monotonic() - started
+    finally:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert caught.value.returncode == 3
+    assert elapsed < 10
+
+
+def test_local_sidecar_close_kills_processes_the_worker_left_behind(tmp_path):
+    sidecar = LocalSidecar().start()
+    group = sidecar.pid
+    child = sidecar.call(fork_child_holding_the_connection, str(tmp_path / "child.pid"))
+    sidecar.close()
+    assert sidecar.returncode == 0  # the worker itself still obeyed shutdown
+    assert running_processes(pid=child) == []
+    assert running_processes(group=group) == []
+
+
 def test_local_sidecar_worker_exiting_before_connecting_reports_its_status(tmp_path):
     """A venv without tpuplane: the worker module cannot even be imported, as in an image that lacks it."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
@@ -211,6 +311,58 @@ def test_local_sidecar_reply_with_wrong_request_id_is_a_protocol_error():
         with pytest.raises(protocol.ProtocolError, match=r"reply to request 1 \(capability_probe\) carries id 2"):
             confused.probe()
         assert_reaped(confused.pid)
+
+
+def test_local_sidecar_reply_with_an_id_never_pending_is_a_protocol_error():
+    """Replies to abandoned requests are dropped, but an id lower than expected that nobody waits for is not one."""
+    with LocalSidecar(worker_args=["--fault", "stale-reply-id"]) as confused:
+        with pytest.raises(protocol.ProtocolError, match=r"reply to request 1 \(capability_probe\) carries id 0"):
+            confused.probe()
+        assert_reaped(confused.pid)
+
+
+# -- abandoned calls: timeouts and interrupts ------------------------------------------------------------------
+
+
+def test_local_sidecar_call_timeout_raises_and_keeps_the_sidecar_usable(sidecar):
+    with pytest.raises(SidecarTimeout, match=r"did not answer sleep_then_return within 0.2 s"):
+        sidecar.call(sleep_then_return, 1.0, "late", timeout=0.2)
+    assert sidecar.call(scale, [4], factor=2) == [8]  # the late reply was read and dropped, not returned here
+    assert sidecar.call(scale, [5]) == [5]
+
+
+def test_local_sidecar_interrupted_call_keeps_the_sidecar_usable(sidecar, tmp_path):
+    """A real SIGINT to the main thread while it waits for the reply, as Ctrl-C in a notebook delivers it."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers can only be installed from the main thread")
+    marker = tmp_path / "in-call"
+    main_thread = threading.get_ident()
+
+    def interrupt_when_in_call():
+        while not marker.exists():
+            time.sleep(0.01)
+        time.sleep(0.05)
+        signal.pthread_kill(main_thread, signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupter = threading.Thread(target=interrupt_when_in_call)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sidecar.call(sleep_after_marker, str(marker), 0.5, "late")
+    finally:
+        interrupter.join()
+        signal.signal(signal.SIGINT, previous)
+    assert sidecar.call(scale, [4], factor=2) == [8]
+
+
+def test_local_sidecar_large_request_after_a_timed_out_large_reply_does_not_deadlock(sidecar):
+    """Both messages exceed the socket buffers: the client must drain the late reply while it sends."""
+    size = 64 << 20
+    with pytest.raises(SidecarTimeout):
+        sidecar.call(sleep_then_make_bytes, 0.3, size, timeout=0.05)
+    payload = os.urandom(size)
+    assert sidecar.call(lambda data: data[::-1], payload) == payload[::-1]
 
 
 # -- lifecycle ---------------------------------------------------------------------------------------------------
@@ -317,6 +469,30 @@ def test_pytest_plugin_reaps_the_worker_after_each_test(pytester):
         """
     )
     pytester.runpytest(*_plugin_args()).assert_outcomes(passed=2)
+
+
+def test_pytest_plugin_starts_without_cloudpickle_and_the_fixture_says_what_to_install(tmp_path):
+    """An environment without the `runtime` extra: pytest still starts; only a test taking the fixture fails."""
+    (tmp_path / "test_uses_sidecar.py").write_text(textwrap.dedent(
+        """
+        def test_without_the_fixture():
+            pass
+
+        def test_with_the_fixture(local_sidecar):
+            pass
+        """
+    ))
+    pytest_args = ["-p", "no:cacheprovider", "-p", "no:xdist", *_plugin_args(), "test_uses_sidecar.py"]
+    run_pytest_without_cloudpickle = (
+        "import sys\n"
+        "sys.modules['cloudpickle'] = None  # makes `import cloudpickle` fail, as when it is not installed\n"
+        "import pytest\n"
+        f"sys.exit(pytest.main({pytest_args!r}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", run_pytest_without_cloudpickle], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert "1 passed, 1 error" in result.stdout, result.stdout + result.stderr
+    assert "ImportError" in result.stdout and "pip install 'tpuplane[runtime]'" in result.stdout
 
 
 # -- the sidecar venv (slow, opt-in) -----------------------------------------------------------------------------

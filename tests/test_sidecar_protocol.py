@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import subprocess
@@ -64,6 +65,27 @@ def test_message_with_64_mib_frame_arrives_intact(pair):
     message = protocol.recv_message(right)
     writer.join()
     assert np.array_equal(np.frombuffer(message.frames[0], dtype=np.uint8), payload)
+
+
+def test_message_over_non_blocking_sockets_waits_through_the_callable(pair):
+    """16 MiB cannot fit the socket buffers, so both sides find their socket not ready and must call `wait`."""
+    left, right = pair
+    left.setblocking(False)
+    right.setblocking(False)
+    waits = {"send": 0, "recv": 0}
+
+    def wait_until(kind, readable=(), writable=()):
+        waits[kind] += 1
+        select.select(readable, writable, [])
+
+    payload = np.arange(4 << 20, dtype=np.float32)
+    writer = threading.Thread(target=protocol.send_message, args=(left, {"type": "result", "id": 1}, [payload]),
+                              kwargs={"wait": lambda: wait_until("send", writable=[left])})
+    writer.start()
+    message = protocol.recv_message(right, wait=lambda: wait_until("recv", readable=[right]))
+    writer.join()
+    assert np.array_equal(np.frombuffer(message.frames[0], dtype=np.float32), payload)
+    assert waits["send"] > 0 and waits["recv"] > 0
 
 
 def test_message_frame_layout_is_big_endian_length_then_json(pair):
