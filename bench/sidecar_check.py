@@ -36,7 +36,7 @@ def requirement_line(i: int) -> str:
 def write_inputs(folder: Path) -> tuple[Path, Path, list[str]]:
     lines = [requirement_line(i) for i in range(LINES)]
     constraints = folder / "server_constraints.txt"
-    constraints.write_text("".join(f"pkg-{i}=={i % 7}.2.0\n" for i in range(LINES)))
+    constraints.write_text("jax==0.10.0\njaxlib==0.10.0\n" + "".join(f"pkg-{i}=={i % 7}.2.0\n" for i in range(LINES)))
     (folder / "included.txt").write_text("\n".join(lines[LINES // 2 :]) + "\n")
     body = ["# sidecar requirements", *lines[: LINES // 2 - 1], lines[LINES // 2 - 1] + " \\", "  # trailing", ""]
     requirements = folder / "requirements.txt"
@@ -58,9 +58,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         requirements, constraints, lines = write_inputs(Path(folder))
         pin_lines = constraints.read_text().splitlines()
-        result = check_sidecar(requirements, constraints, python_version="3.12")
+        result = check_sidecar(requirements, constraints, python_version="3.12", jax_version="0.10.0")
         baseline = timed(lambda: [Requirement(line) for line in (*lines, *pin_lines)])
-        check = timed(lambda: check_sidecar(requirements, constraints, python_version="3.12"))
+        check = timed(lambda: check_sidecar(requirements, constraints, python_version="3.12", jax_version="0.10.0"))
     counts = f"{len(result.conflicts)} conflicts, {result.checked} checked, {result.not_for_image} not for the image"
     print(f"inputs: {LINES} requirement lines, {len(pin_lines)} pins; {counts}")
     print(f"baseline (packaging parse of the same lines): {baseline * 1000:8.2f} ms")

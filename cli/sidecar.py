@@ -3,10 +3,14 @@
 Exit 0 with one "ok" line; exit 1 with one line per conflict (package, your requirement, the pinned version, where
 each is written); exit 2 when an input is unreadable or malformed. Lines that cannot be checked offline (URLs,
 VCS, editable installs, constraints that are not exact pins) are listed on stderr and do not fail the check.
+
+The client's JAX picks the base image: `--jax-version`, else the jax installed where the command runs (the client's
+environment), else the default image's. The constraints' jax and jaxlib pins must equal it.
 """
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
@@ -30,6 +34,21 @@ def sidecar() -> None:
     """A callback keeps `check` a named sub-command even while it is the only one."""
 
 
+FLAG_SOURCE = "client --jax-version"
+INSTALLED_SOURCE = "client jax installed here (or pass --jax-version)"
+DEFAULT_SOURCE = "default JAX (no jax installed here)"
+
+
+def client_jax_version(flag: str | None) -> tuple[str, str]:
+    """The client's JAX version and where it came from: the flag, the installed distribution, or the default."""
+    if flag is not None:
+        return flag, FLAG_SOURCE
+    try:
+        return metadata.version("jax"), INSTALLED_SOURCE
+    except metadata.PackageNotFoundError:
+        return DEFAULT_JAX_VERSION, DEFAULT_SOURCE
+
+
 @app.command()
 def check(
     requirements: Path = typer.Option(
@@ -46,7 +65,8 @@ def check(
         None,
         "--jax-version",
         help="The client's JAX version: picks the base image (and so its Python for markers) and requires the "
-        f"pinned jax and jaxlib to equal it. Default: markers use the JAX {DEFAULT_JAX_VERSION} image's Python.",
+        "pinned jax and jaxlib to equal it. Default: the jax installed here, else "
+        f"{DEFAULT_JAX_VERSION}.",
     ),
 ) -> None:
     """Check that every requirement accepts the version the base image pins (and jax/jaxlib match the client)."""
@@ -55,13 +75,18 @@ def check(
                    "/opt/venv/server_constraints.txt, exported from the image)", err=True)
         raise typer.Exit(EXIT_BAD_INPUT)
     constraints = constraints or DEFAULT_CONSTRAINTS
+    client, source = client_jax_version(jax_version)
+    if source == DEFAULT_SOURCE:
+        typer.echo(f"note: jax is not installed here; checking for the JAX {client} image (pass --jax-version)",
+                   err=True)
     try:
-        base = base_image_for(jax_version or DEFAULT_JAX_VERSION, path="--jax-version")
+        base = base_image_for(client, path=source)
         result = check_sidecar(
             requirements,
             constraints,
             python_version=base.python_version,
-            client_jax_version=jax_version,
+            jax_version=client,
+            jax_source=source,
         )
     except ConfigError as error:
         typer.echo(f"error: {error}", err=True)

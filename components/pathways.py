@@ -3,10 +3,10 @@
 What it creates, all decided by `tpuplane.infra.pathways_config.plan_pathways` and the renderers of
 `tpuplane.infra.pathways`:
 - a namespace named after the service, and a NetworkPolicy that admits to the resource manager only the service's
-  own pods and the Kueue teams' namespaces (where clients run their proxies);
+  own pods and the namespaces where clients run their proxies (the Kueue teams' namespaces, else `default`);
 - a GCS scratch bucket (objects expire, uniform access, public access prevented), or the existing one given;
 - object access on that bucket for the node service account and, through Workload Identity, for the pods that
-  use it (the service's and the teams' `default` Kubernetes service accounts);
+  use it (the `default` Kubernetes service accounts of the service's and the proxies' namespaces);
 - the service's JobSet, optionally with a colocated-Python sidecar on every worker.
 
 Image pulls need `roles/artifactregistry.reader` for the node service account: `TpuCluster` grants it project-wide,
@@ -70,7 +70,7 @@ class SharedPathwaysService(pulumi.ComponentResource):
 
         namespace = manifest_resource(render_pathways_namespace(plan.namespace), child)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
-        manifest_resource(render_pathways_network_policy(plan.name, plan.client_namespaces), in_namespace)
+        manifest_resource(render_pathways_network_policy(plan.name, plan.proxy_namespaces), in_namespace)
 
         bucket_name = self._scratch_bucket(name, cfg, plan)
         members = [pulumi.Output.concat("serviceAccount:", node_service_account_email),

@@ -1,8 +1,10 @@
 """`SidecarImage`: an Artifact Registry repository and the colocated-Python sidecar image built and pushed into it.
 
 The requirements are checked against the base image's pins while the component is constructed, so a conflict stops
-`pulumi preview` with a ConfigError before any build starts. The image tag is a hash of the build context and the
-base image, so an unchanged sidecar is not rebuilt and a changed one gets a new tag (pods roll to it).
+`pulumi preview` with a ConfigError before any build starts, and so is a requirement file the build would not
+receive (outside the context, or excluded by its `.dockerignore`). The image tag is a hash of what the build
+receives (the files Docker sends and the build arguments), so an unchanged sidecar is not rebuilt, a changed one
+gets a new tag (pods roll to it), and editing a file the build ignores changes nothing.
 
 Registry credentials are not inputs: the builder (BuildKit through pulumi-docker-build) uses the ambient Docker
 credential helper, set up once with `gcloud auth configure-docker <region>-docker.pkg.dev`. The pushing identity
@@ -19,24 +21,34 @@ import pulumi
 import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
 
+from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.sidecar_check import check_sidecar
-from tpuplane.infra.sidecar_image import DEFAULT_JAX_VERSION, base_image_for, image_tag
+from tpuplane.infra.sidecar_image import (
+    DEFAULT_JAX_VERSION,
+    DEFAULT_REQUIREMENTS_FILE,
+    DOCKERFILE,
+    base_image_for,
+    context_problems,
+    image_tag,
+)
 
 
 @dataclass
 class SidecarImageArgs:
     """Where to build from and push to.
 
-    `context_dir` holds the Dockerfile and the requirements.txt it installs (sidecar/ in this repository).
-    `constraints_file` is the base image's /opt/venv/server_constraints.txt exported next to the stack (the
-    repository's sidecar/constraints.example.txt only shows its format). `jax_version` is the client's JAX: it
-    picks the base image, and the pinned jax/jaxlib must equal it.
+    `context_dir` is the build context, the folder holding the Dockerfile (sidecar/ in this repository).
+    `requirements_file` is the file the build installs, relative to `context_dir` (the Dockerfile's REQUIREMENTS
+    build argument). `constraints_file` is the base image's /opt/venv/server_constraints.txt exported next to the
+    stack (the repository's sidecar/constraints.example.txt only shows its format). `jax_version` is the client's
+    JAX: it picks the base image, and the pinned jax/jaxlib must equal it.
     """
 
     project: str
     region: str
     context_dir: Path
     constraints_file: Path
+    requirements_file: str = DEFAULT_REQUIREMENTS_FILE
     jax_version: str = DEFAULT_JAX_VERSION
     repository_id: str = "tpuplane-sidecar"
     image_name: str = "sidecar"
@@ -52,12 +64,21 @@ class SidecarImage(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SidecarImageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         base = base_image_for(args.jax_version, path=f"{name}.jaxVersion")
-        check_sidecar(
-            args.context_dir / "requirements.txt",
+        dockerfile = args.context_dir / DOCKERFILE
+        if not dockerfile.is_file():
+            raise ConfigError.at(f"{name}.contextDir", str(args.context_dir), f"a folder holding a {DOCKERFILE}",
+                                 "the build context is the sidecar folder (sidecar/ in this repository)")
+        result = check_sidecar(
+            args.context_dir / args.requirements_file,
             args.constraints_file,
             python_version=base.python_version,
-            client_jax_version=args.jax_version,
-        ).raise_for_conflicts()
+            jax_version=args.jax_version,
+            jax_source=f"{name}.jaxVersion",
+        )
+        result.raise_for_conflicts()
+        missing = context_problems(args.context_dir, list(result.files), path=f"{name}.requirementsFile")
+        if missing:
+            raise ConfigError(missing)
 
         super().__init__("tpuplane:index:SidecarImage", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -78,13 +99,13 @@ class SidecarImage(pulumi.ComponentResource):
             repository.location, "-docker.pkg.dev/", repository.project, "/", repository.repository_id
         )
 
-        build_args = {"BASE_IMAGE": base.ref}
+        build_args = {"BASE_IMAGE": base.ref, "REQUIREMENTS": Path(args.requirements_file).as_posix()}
         tag = image_tag(args.context_dir, build_args=build_args)
         image = docker_build.Image(
             f"{name}-image",
             docker_build.ImageArgs(
                 context=docker_build.BuildContextArgs(location=str(args.context_dir)),
-                dockerfile=docker_build.DockerfileArgs(location=str(args.context_dir / "Dockerfile")),
+                dockerfile=docker_build.DockerfileArgs(location=str(dockerfile)),
                 build_args=build_args,
                 platforms=[docker_build.Platform.LINUX_AMD64],
                 push=True,

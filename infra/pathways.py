@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.images import pull_policy
 from tpuplane.infra.kueue import cpu_machine_shape
 from tpuplane.infra.proxy import PROXY_RESOURCES, matching_proxy_image
 from tpuplane.infra.scheduling import (
@@ -157,6 +158,9 @@ SERVICE_MAX_RESTARTS = 100  # crashes that recreate the JobSet before it is decl
 WORKER_RESTARTS_PER_VM = 1_000_000  # in-place worker restarts are how the service heals; never run out
 _INT32_MAX = 2**31 - 1
 DEFAULT_SHM_DIR = "/tmp/shared-memory"  # worker <-> sidecar shared memory (RAM-backed emptyDir)
+SHM_DIRECTORY_ENV = "CLOUD_PATHWAYS_SIDECAR_SHM_DIRECTORY"
+SIDECAR_PROBE_PERIOD_SECONDS = 2
+SIDECAR_STARTUP_SECONDS = 600  # a large user image imports slowly; the worker waits for it rather than racing it
 
 
 def _from_field(name: str, kind: str, key: str) -> dict[str, Any]:
@@ -165,12 +169,6 @@ def _from_field(name: str, kind: str, key: str) -> dict[str, Any]:
 
 def _ports(numbers: tuple[int, ...]) -> list[dict[str, Any]]:
     return [{"containerPort": number, "protocol": "TCP"} for number in numbers]
-
-
-def _pull_policy(image: str) -> str:
-    """A pinned image is pulled once per node; only a moving `:latest` (or untagged) one every time."""
-    last = image.rpartition("/")[2]
-    return "IfNotPresent" if "@" in last or (":" in last and not last.endswith(":latest")) else "Always"
 
 
 def rm_args(*, instance_type: str, slices: int, gcs_scratch_location: str) -> list[str]:
@@ -198,7 +196,7 @@ def _head_job(name: str, *, spec: TpuSpec, slices: int, server_image: str, gcs_s
     container = {
         "name": RM_CONTAINER,
         "image": server_image,
-        "imagePullPolicy": _pull_policy(server_image),
+        "imagePullPolicy": pull_policy(server_image),
         "args": rm_args(instance_type=spec.pathways_instance_type, slices=slices,
                         gcs_scratch_location=gcs_scratch_location),
         "env": [
@@ -238,7 +236,7 @@ def _worker_job(name: str, *, spec: TpuSpec, slices: int, capacity: str, server_
     container = {
         "name": WORKER_CONTAINER,
         "image": server_image,
-        "imagePullPolicy": _pull_policy(server_image),
+        "imagePullPolicy": pull_policy(server_image),
         "args": worker_args(name=name, gcs_scratch_location=gcs_scratch_location),
         "env": [
             _from_field("JOBSET_NAME", "annotations", _JOBSET_NAME),
@@ -332,9 +330,11 @@ def render_pathways_service_jobset(
 def attach_colocated_sidecar(pod_spec: dict[str, Any], image: str, *, shm_dir: str = DEFAULT_SHM_DIR) -> dict[str, Any]:
     """A copy of a worker pod spec with the colocated-Python sidecar attached.
 
-    A native sidecar (an init container with restartPolicy Always) starts before the worker and lives as long as
-    the pod. Worker and sidecar exchange arrays through a RAM-backed emptyDir; the worker flag turns that path on
-    (without it, shared-memory transfer is off).
+    A native sidecar (an init container with restartPolicy Always) lives as long as the pod, and the kubelet starts
+    the worker only once the sidecar's startupProbe passes: the worker never dials a sidecar that is not listening
+    yet. Worker and sidecar exchange arrays through a RAM-backed emptyDir; the worker's flag turns that path on
+    (without it, shared-memory transfer is off) and both get the directory in their environment, as pathwaysutils
+    sets it.
     """
     pod = copy.deepcopy(pod_spec)
     worker = next((c for c in pod.get("containers", []) if c["name"] == WORKER_CONTAINER), None)
@@ -342,19 +342,24 @@ def attach_colocated_sidecar(pod_spec: dict[str, Any], image: str, *, shm_dir: s
         raise ValueError(f"the pod spec has no '{WORKER_CONTAINER}' container to attach a sidecar to")
     volume = "sidecar-shared-memory"
     mount = {"mountPath": shm_dir, "name": volume}
+    shm_env = {"name": SHM_DIRECTORY_ENV, "value": shm_dir}
     worker["args"] = [*worker.get("args", []), f"--cloud_pathways_sidecar_shm_directory={shm_dir}"]
+    worker["env"] = [*worker.get("env", []), shm_env]
     worker["volumeMounts"] = [*worker.get("volumeMounts", []), mount]
     sidecar = {
         "name": SIDECAR_CONTAINER,
         "image": image,
-        "imagePullPolicy": _pull_policy(image),
+        "imagePullPolicy": pull_policy(image),
         "env": [
-            {"name": "CLOUD_PATHWAYS_SIDECAR_SHM_DIRECTORY", "value": shm_dir},
+            shm_env,
             {"name": "GRPC_SERVER_ADDRESS", "value": f"0.0.0.0:{SIDECAR_PORT}"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
         ],
         "ports": _ports((SIDECAR_PORT,)),
         "restartPolicy": "Always",
+        # Up to SIDECAR_STARTUP_SECONDS for the interpreter and the user's imports before the kubelet restarts it.
+        "startupProbe": {"failureThreshold": SIDECAR_STARTUP_SECONDS // SIDECAR_PROBE_PERIOD_SECONDS,
+                         "periodSeconds": SIDECAR_PROBE_PERIOD_SECONDS, "tcpSocket": {"port": SIDECAR_PORT}},
         "volumeMounts": [mount],
     }
     pod["initContainers"] = [*pod.get("initContainers", []), sidecar]

@@ -9,7 +9,9 @@ tpuplane:pathways:
   gcsBucket: gs://scratch  # optional: an existing bucket (the stack creates one otherwise)
   sidecar:                 # optional colocated-Python sidecar on every worker
     requirements: sidecar/requirements.txt
-    jaxVersion: 0.10.0     # default: the service's jaxVersion
+    context: sidecar       # the folder holding the Dockerfile; default: the folder of requirements
+    constraints: sidecar/server_constraints.txt   # the base image's pins, exported (default: the example)
+    jaxVersion: 0.10.0     # default: the service's JAX (jaxVersion, or serverImage's jax-<v> tag)
   # or sidecar: {image: <ref>}
 ```
 
@@ -18,6 +20,7 @@ Server and proxy images derive from one version, so the two can never skew.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +29,7 @@ from pydantic import Field
 
 from tpuplane.infra.catalog import TpuSpec
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.images import is_pinned, jax_version_of_tag
 from tpuplane.infra.kueue_config import SYSTEM_NAMESPACES
 from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.naming import DNS_LABEL, workload_policy_name
@@ -47,20 +51,41 @@ if TYPE_CHECKING:
     from tpuplane.infra.config import StackConfig
 
 PATH = "tpuplane:pathways"
+DEFAULT_SIDECAR_REQUIREMENTS = "sidecar/requirements.txt"
+DEFAULT_SIDECAR_CONSTRAINTS = "sidecar/constraints.example.txt"
 
 
 class SidecarConfig(ConfigModel):
     """Build a sidecar from `requirements` on the base image of `jax_version`, or run a ready `image`.
 
-    The build context is the folder of `requirements` (the repository's `sidecar/`); `constraints` is the base
-    image's `/opt/venv/server_constraints.txt`, exported next to it, that the offline check reads. Paths are
-    relative to the project (the folder of Pulumi.yaml).
+    `context` is the build context, the folder holding the Dockerfile (default: the folder of `requirements`,
+    which must lie inside it: the build installs it from there). `constraints` is the base image's
+    `/opt/venv/server_constraints.txt`, exported, that the offline check reads. Paths are relative to the project
+    (the folder of Pulumi.yaml).
     """
 
     requirements: str | None = None
+    context: str | None = None
     constraints: str | None = None
     jax_version: str | None = None
     image: str | None = None
+
+    @property
+    def requirements_path(self) -> str:
+        return posixpath.normpath(self.requirements or DEFAULT_SIDECAR_REQUIREMENTS)
+
+    @property
+    def context_path(self) -> str:
+        return posixpath.normpath(self.context or posixpath.dirname(self.requirements_path) or ".")
+
+    @property
+    def constraints_path(self) -> str:
+        return posixpath.normpath(self.constraints or DEFAULT_SIDECAR_CONSTRAINTS)
+
+    @property
+    def requirements_in_context(self) -> str:
+        """The requirements file relative to the build context: the Dockerfile's REQUIREMENTS build argument."""
+        return posixpath.relpath(self.requirements_path, self.context_path)
 
 
 class PathwaysConfig(ConfigModel):
@@ -85,11 +110,18 @@ class PathwaysConfig(ConfigModel):
         return proxy
 
     @property
+    def service_jax_version(self) -> str | None:
+        """The service's JAX: jaxVersion, or the `jax-<v>` tag of serverImage; None when a custom tag hides it."""
+        if self.jax_version is not None:
+            return self.jax_version
+        return jax_version_of_tag(self.server_image) if self.server_image is not None else None
+
+    @property
     def sidecar_jax_version(self) -> str | None:
         """The JAX the sidecar must run: its own setting, else the service's (the two must be equal)."""
         if self.sidecar is None:
             return None
-        return self.sidecar.jax_version or self.jax_version
+        return self.sidecar.jax_version or self.service_jax_version
 
 
 def team_namespaces(cfg: "StackConfig") -> list[str]:
@@ -182,8 +214,7 @@ def _image_problems(pw: PathwaysConfig) -> list[Problem]:
     if matching_proxy_image(pw.server_image) is None:
         return [Problem(path, pw.server_image, "an image named .../server:<tag> or .../server@sha256:<digest>",
                         "the proxy image is the sibling .../proxy_server with the same tag")]
-    last = pw.server_image.rpartition("/")[2]
-    if not ("@" in last or ":" in last) or last.endswith(":latest"):
+    if not is_pinned(pw.server_image):
         return [Problem(path, pw.server_image, "a pinned tag or digest, not latest",
                         "server and proxy images must be the same build; a moving tag lets them skew")]
     return []
@@ -202,24 +233,43 @@ def _sidecar_problems(pw: PathwaysConfig) -> list[Problem]:
     if sidecar is None:
         return []
     path = f"{PATH}.sidecar"
+    build_inputs = (sidecar.requirements, sidecar.context, sidecar.jax_version, sidecar.constraints)
     if sidecar.image is not None:
-        if sidecar.requirements is not None or sidecar.jax_version is not None or sidecar.constraints is not None:
+        if any(value is not None for value in build_inputs):
             return [Problem(path, sidecar.model_dump(by_alias=True, exclude_none=True),
-                            "either image, or requirements with an optional jaxVersion",
+                            "either image, or requirements with an optional context, constraints and jaxVersion",
                             "a ready image is used as it is; nothing is built")]
         return _as_problems(lambda: parse_image(sidecar.image, path=f"{path}.image"))
+    problems = _sidecar_context_problems(sidecar)
     version = pw.sidecar_jax_version
     if version is None:
-        return [Problem(f"{path}.jaxVersion", None, "the JAX version of the server image",
-                        "with serverImage the service's JAX is unknown; the sidecar must run exactly the same JAX")]
-    if sidecar.jax_version is not None and pw.jax_version is not None:
+        return [*problems, Problem(f"{path}.jaxVersion", None, "the JAX version of the server image",
+                                   "serverImage's tag is not jax-<version>, so the service's JAX is unknown; "
+                                   "the sidecar must run exactly the same JAX")]
+    service = pw.service_jax_version
+    if sidecar.jax_version is not None and service is not None:
         bad = _version_problems(f"{path}.jaxVersion", sidecar.jax_version)
         if bad:
-            return bad
-        if Version(sidecar.jax_version) != Version(pw.jax_version):
-            return [Problem(f"{path}.jaxVersion", sidecar.jax_version, f"{pw.jax_version} (the service's jaxVersion)",
-                            "client, server and sidecar must run exactly the same jax and jaxlib")]
-    return _as_problems(lambda: base_image_for(version, path=f"{path}.jaxVersion"))
+            return [*problems, *bad]
+        if _version_problems(PATH, service):
+            return problems  # the service's own version is reported at tpuplane:pathways.jaxVersion
+        if Version(sidecar.jax_version) != Version(service):
+            source = "jaxVersion" if pw.jax_version is not None else f"serverImage tag jax-{service}"
+            return [*problems, Problem(f"{path}.jaxVersion", sidecar.jax_version,
+                                       f"{service} (the service's {source})",
+                                       "client, server and sidecar must run exactly the same jax and jaxlib")]
+    return [*problems, *_as_problems(lambda: base_image_for(version, path=f"{path}.jaxVersion"))]
+
+
+def _sidecar_context_problems(sidecar: SidecarConfig) -> list[Problem]:
+    """The build installs the requirements from inside its context: a file outside it never reaches the build."""
+    requirements, context = sidecar.requirements_path, sidecar.context_path
+    outside = posixpath.isabs(requirements) != posixpath.isabs(context)
+    if outside or posixpath.relpath(requirements, context).partition("/")[0] in ("..", "."):
+        return [Problem(f"{PATH}.sidecar.requirements", sidecar.requirements_path,
+                        f"a file inside the build context '{sidecar.context_path}'",
+                        "the image build sees only the context folder (the one holding the Dockerfile)")]
+    return []
 
 
 def _cpu_pool_problems(cfg: "StackConfig") -> list[Problem]:
@@ -271,9 +321,9 @@ class PathwaysPlan:
 
     def workload_identity_members(self, project: str) -> list[str]:
         """Pods get Google credentials through Workload Identity as their namespace's `default` service account:
-        the service's own pods and the teams' proxies all use the scratch bucket."""
+        the service's own pods and the clients' proxies all use the scratch bucket."""
         return [f"serviceAccount:{project}.svc.id.goog[{ns}/default]"
-                for ns in sorted({self.namespace, *self.client_namespaces})]
+                for ns in sorted({self.namespace, *self.proxy_namespaces})]
 
 
 def plan_pathways(cfg: "StackConfig") -> PathwaysPlan:

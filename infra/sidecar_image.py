@@ -2,8 +2,9 @@
 
 The sidecar must run exactly the client's `jax`/`jaxlib` and the same Python major.minor (functions travel
 cloudpickled, with no cross-version guarantee), so the base image is chosen by the client's JAX version from a
-table of the public sidecar tags, never by "latest". The built image is tagged with a hash of everything that
-goes into the build, so an unchanged sidecar is never rebuilt and a changed one never reuses a tag.
+table of the public sidecar tags, never by "latest". The built image is tagged with a hash of exactly what the
+build receives (the files Docker sends after `.dockerignore`, and the build arguments), so an unchanged sidecar is
+never rebuilt, a changed one never reuses a tag, and editing a file the build ignores (a README) changes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.errors import ConfigError, Problem
 
 BASE_IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
 
@@ -32,10 +33,9 @@ DEFAULT_JAX_VERSION = "0.10.0"
 
 _TAG = re.compile(r"^(?P<date>\d{8}|\d{4}_\d{2}_\d{2})-python_(?P<python>\d+\.\d+)-jax_(?P<jax>[0-9][0-9A-Za-z.+!-]*)$")
 
-# Build-context entries that never reach the image's behaviour; leaving them out keeps the hash stable across
-# machines (caches differ) and editors.
-_IGNORED_NAMES = frozenset({"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".DS_Store"})
-_IGNORED_SUFFIXES = (".pyc", ".pyo", ".swp", "~")
+DOCKERFILE = "Dockerfile"
+DOCKERIGNORE = ".dockerignore"
+DEFAULT_REQUIREMENTS_FILE = "requirements.txt"
 
 
 @dataclass(frozen=True)
@@ -103,26 +103,51 @@ def base_image_for(jax_version: str, *, path: str = "sidecar.jaxVersion") -> Bas
     return max(matches, key=lambda image: image.date)
 
 
-def _is_ignored(relative: Path) -> bool:
-    return any(part in _IGNORED_NAMES for part in relative.parts) or relative.name.endswith(_IGNORED_SUFFIXES)
+def dockerignore_patterns(context_dir: Path) -> list[str]:
+    """The context's `.dockerignore` patterns, read as the Docker SDK reads them (blank and `#` lines dropped)."""
+    path = context_dir / DOCKERIGNORE
+    if not path.is_file():
+        return []
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def context_files(context_dir: Path) -> list[Path]:
-    """Files of the build context that count, as sorted POSIX-relative paths."""
-    files = [
-        path.relative_to(context_dir)
-        for path in context_dir.rglob("*")
-        if path.is_file() and not _is_ignored(path.relative_to(context_dir))
-    ]
+    """The files Docker sends as the build context (`.dockerignore` applied, the Dockerfile always), as sorted
+    POSIX-relative paths."""
+    # Imported here: the Docker SDK's package import costs ~150 ms, which config loading and the CLI check skip.
+    from docker.utils.build import exclude_paths
+
+    sent = exclude_paths(str(context_dir), dockerignore_patterns(context_dir), DOCKERFILE)
+    files = [Path(relative) for relative in sent if (context_dir / relative).is_file()]
     return sorted(files, key=lambda relative: relative.as_posix())
 
 
+def context_problems(context_dir: Path, used_files: list[Path], *, path: str) -> list[Problem]:
+    """Files the build needs (the requirements and their -r/-c includes) that Docker would not send.
+
+    Each one would fail the build minutes in with "No such file"; `path` names the setting that points at them.
+    """
+    sent = {(context_dir / relative).resolve() for relative in context_files(context_dir)}
+    root = context_dir.resolve()
+    problems = []
+    for file in used_files:
+        resolved = file.resolve()
+        if resolved in sent:
+            continue
+        where = "outside the build context" if not resolved.is_relative_to(root) else f"excluded by {DOCKERIGNORE}"
+        problems.append(Problem(path, str(file), f"a file the build receives: inside {context_dir} and not "
+                                                 f"excluded by its {DOCKERIGNORE}",
+                                f"it is {where}, so the image build cannot read it"))
+    return problems
+
+
 def context_hash(context_dir: Path, *, build_args: Mapping[str, str] | None = None) -> str:
-    """SHA-256 (hex) of the build context's files and the build arguments.
+    """SHA-256 (hex) of the files Docker sends for this context and of the build arguments.
 
     Each file contributes its POSIX relative path and its bytes, length-prefixed so that moving bytes between
-    a name and a body cannot collide. Build arguments count too: the same context on another base image is
-    another image.
+    a name and a body cannot collide. Build arguments count too: the same context on another base image, or
+    installing another requirements file, is another image.
     """
     digest = hashlib.sha256()
     for name, value in sorted((build_args or {}).items()):

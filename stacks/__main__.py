@@ -55,10 +55,10 @@ if cfg.pathways is not None:
     sidecar_image = service.sidecar_image
     if service.build_sidecar:
         sidecar = cfg.pathways.sidecar
-        requirements = PROJECT_DIR / (sidecar.requirements or "sidecar/requirements.txt")
         sidecar_image = SidecarImage(f"{service.name}-sidecar", SidecarImageArgs(
-            project=cfg.project, region=cfg.region, context_dir=requirements.parent,
-            constraints_file=PROJECT_DIR / (sidecar.constraints or "sidecar/constraints.example.txt"),
+            project=cfg.project, region=cfg.region, context_dir=PROJECT_DIR / sidecar.context_path,
+            requirements_file=sidecar.requirements_in_context,
+            constraints_file=PROJECT_DIR / sidecar.constraints_path,
             jax_version=cfg.pathways.sidecar_jax_version)).image_ref
     pathways = SharedPathwaysService(
         service.name, cfg, node_service_account_email=cluster.node_service_account.email,

@@ -89,6 +89,17 @@ def test_service_grants_object_access_to_the_node_and_the_pods_using_the_bucket(
     ]
 
 
+def test_service_without_teams_admits_and_grants_proxies_in_default(config):
+    """Without Kueue teams, `connect()` creates proxies in `default`: the policy and the bucket must let them in."""
+    del config["tpuplane:kueue"]
+    plan = plan_service(config)
+    (policy,) = plan.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    _, clients = policy.inputs["spec"]["ingress"]
+    assert clients["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["default"]
+    members = {g.inputs["member"] for g in plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")}
+    assert "serviceAccount:acme-ml.svc.id.goog[default/default]" in members
+
+
 def test_service_grants_no_project_roles_the_cluster_already_grants(plan):
     assert not plan.of_type("gcp:projects/iAMMember:IAMMember")
     assert "roles/artifactregistry.reader" in NODE_SERVICE_ACCOUNT_ROLES  # image pulls rely on the cluster's grant

@@ -103,10 +103,52 @@ def test_plan_pathways_admits_the_namespaces_of_kueue_teams(raw):
     ]
 
 
+def test_plan_pathways_grants_the_default_namespace_without_teams(raw):
+    """Without Kueue teams, clients create their proxies in `default`: those pods need the bucket too."""
+    del raw["tpuplane:kueue"]
+    assert plan_pathways(load_stack_config(raw)).workload_identity_members("acme-ml") == [
+        "serviceAccount:acme-ml.svc.id.goog[default/default]",
+        "serviceAccount:acme-ml.svc.id.goog[pw/default]",
+    ]
+
+
 def test_plan_pathways_sidecar_jax_defaults_to_the_service_jax(raw):
     cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar={"requirements": "sidecar/requirements.txt"}))
     assert cfg.pathways.sidecar_jax_version == "0.10.0"
     assert plan_pathways(cfg).build_sidecar
+
+
+def test_plan_pathways_sidecar_jax_defaults_to_the_jax_tag_of_the_server_image(raw):
+    image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0@sha256:" + "c" * 64
+    cfg = load_stack_config(pathways(raw, jaxVersion=None, serverImage=image, sidecar={}))
+    assert cfg.pathways.sidecar_jax_version == "0.10.0"
+
+
+def test_sidecar_build_context_defaults_to_the_folder_of_the_requirements(raw):
+    cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar={"requirements": "sidecar/prod.txt"}))
+    sidecar = cfg.pathways.sidecar
+    assert (sidecar.context_path, sidecar.requirements_in_context) == ("sidecar", "prod.txt")
+    assert sidecar.constraints_path == "sidecar/constraints.example.txt"
+
+
+def test_sidecar_build_context_may_hold_the_requirements_in_a_subfolder(raw):
+    sidecar = {"requirements": "sidecar/teams/./vision.txt", "context": "sidecar/"}
+    cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar=sidecar))
+    assert (cfg.pathways.sidecar.context_path, cfg.pathways.sidecar.requirements_in_context) == (
+        "sidecar", "teams/vision.txt")
+
+
+def test_sidecar_defaults_build_the_repository_sidecar_folder(raw):
+    cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar={}))
+    assert (cfg.pathways.sidecar.context_path, cfg.pathways.sidecar.requirements_in_context) == (
+        "sidecar", "requirements.txt")
+
+
+@pytest.mark.parametrize("requirements", ["ml/requirements.txt", "/abs/requirements.txt", "sidecar"])
+def test_pathways_rejects_sidecar_requirements_outside_the_build_context(raw, requirements):
+    sidecar = {"requirements": requirements, "context": "sidecar"}
+    assert problems_of(pathways(raw, jaxVersion="0.10.0", sidecar=sidecar)) == [
+        ("tpuplane:pathways.sidecar.requirements", requirements)]
 
 
 def test_plan_pathways_runs_a_ready_sidecar_image_without_building(raw):
@@ -197,9 +239,38 @@ def test_pathways_rejects_a_sidecar_jax_that_differs_from_the_service(raw):
 
 
 def test_pathways_requires_the_sidecar_jax_with_a_custom_server_image(raw):
-    image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0"
+    image = "us-docker.pkg.dev/acme-ml/pathways/server:nightly-20260801"
     raw = pathways(raw, jaxVersion=None, serverImage=image, sidecar={"requirements": "r.txt"})
     assert problems_of(raw) == [("tpuplane:pathways.sidecar.jaxVersion", None)]
+
+
+@pytest.mark.parametrize("image", [
+    "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.9.0",
+    "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.9.0@sha256:" + "c" * 64,
+])
+def test_pathways_rejects_a_sidecar_jax_other_than_the_server_image_tag(raw, image):
+    raw = pathways(raw, jaxVersion=None, serverImage=image, sidecar={"jaxVersion": "0.10.0"})
+    with pytest.raises(ConfigError) as exc:
+        load_stack_config(raw)
+    (problem,) = exc.value.problems
+    assert (problem.path, problem.given) == ("tpuplane:pathways.sidecar.jaxVersion", "0.10.0")
+    assert problem.allowed == "0.9.0 (the service's serverImage tag jax-0.9.0)"
+
+
+def test_pathways_reports_a_bad_service_jax_once_even_with_a_sidecar_jax(raw):
+    raw = pathways(raw, jaxVersion="latest", sidecar={"jaxVersion": "0.10.0"})
+    assert problems_of(raw) == [("tpuplane:pathways.jaxVersion", "latest")]
+
+
+def test_pathways_requires_the_sidecar_jax_when_the_server_tag_is_not_a_release(raw):
+    image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.9.0-custom-build"
+    raw = pathways(raw, jaxVersion=None, serverImage=image, sidecar={})
+    assert problems_of(raw) == [("tpuplane:pathways.sidecar.jaxVersion", None)]
+
+
+def test_pathways_accepts_a_sidecar_jax_equal_to_the_server_image_tag(raw):
+    image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0"
+    load_stack_config(pathways(raw, jaxVersion=None, serverImage=image, sidecar={"jaxVersion": "0.10"}))
 
 
 def test_pathways_rejects_a_sidecar_jax_without_a_base_image(raw):

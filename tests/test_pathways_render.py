@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import kubernetes_validate
 import pytest
 
 from tpuplane.infra.catalog import TpuSpec, resolve_tpu_type
+from tpuplane.infra.images import jax_version_of_tag, pull_policy
+from tpuplane.infra.k8s_validation import InvalidManifest, validate_manifests
 from tpuplane.infra.naming import workload_policy_name
 from tpuplane.infra.pathways import (
     DEFAULT_SHM_DIR,
@@ -32,7 +33,6 @@ from tpuplane.infra.scheduling import (
     tpu_tolerations,
 )
 
-K8S_VERSION = "1.32.0"  # a GKE version with native sidecars
 SERVER = server_image_for_jax("0.9.0")
 SIDECAR = "us-east5-docker.pkg.dev/acme-ml/tpuplane-sidecar/sidecar:ctx-0123456789abcdef0123"
 
@@ -57,46 +57,29 @@ def container(jobset: dict[str, Any], job: str, name: str) -> dict[str, Any]:
     return next(c for c in pod_spec(jobset, job)["containers"] if c["name"] == name)
 
 
-def k8s_valid(manifest: dict[str, Any]) -> None:
-    try:
-        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        pytest.fail(f"{manifest['kind']} {manifest['metadata']['name']}: {str(exc).splitlines()[0]}")
-
-
-def assert_valid_jobset(jobset: dict[str, Any]) -> None:
-    """JobSet v1alpha2's required fields by hand, and every Job template against the Kubernetes batch/v1 schema.
-
-    (The project's JobSet schema in infra/schemas is not there yet; the whole object was also checked by hand
-    against the upstream v0.12.0 CRD.)"""
-    assert (jobset["apiVersion"], jobset["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
-    spec = jobset["spec"]
-    assert spec["coordinator"]["replicatedJob"] in {r["name"] for r in spec["replicatedJobs"]}
-    assert "startupPolicy" not in spec or not any("dependsOn" in r for r in spec["replicatedJobs"])
-    for rjob in spec["replicatedJobs"]:
-        assert set(rjob) <= {"name", "replicas", "template", "dependsOn", "groupName"}
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": f"{jobset['metadata']['name']}-{rjob['name']}-0",
-                            **rjob["template"].get("metadata", {})},
-               "spec": rjob["template"]["spec"]}
-        k8s_valid(job)
-
-
 V6E_8 = resolve_tpu_type("v6e-8", machine_type="ct6e-standard-8t")
 V5P_128 = resolve_tpu_type("v5p-128")
+TPU7X_8 = resolve_tpu_type("tpu7x-8")
 TPU7X_16 = resolve_tpu_type("tpu7x-16")
 
 
 # ---- the JobSet -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", [V6E_8, V5P_128, TPU7X_16], ids=lambda s: s.name)
-def test_render_pathways_service_jobset_is_valid(spec):
-    assert_valid_jobset(render(spec, placement_policy="p" if spec.needs_workload_policy else None))
+@pytest.mark.parametrize("sidecar_image", [None, SIDECAR], ids=["plain", "sidecar"])
+@pytest.mark.parametrize("spec", [V6E_8, V5P_128, TPU7X_8, TPU7X_16], ids=lambda s: s.name)
+def test_render_pathways_service_jobset_is_valid(spec, sidecar_image):
+    """The project's strict JobSet schema, and every Job template against Kubernetes batch/v1."""
+    jobset = render(spec, placement_policy="p" if spec.needs_workload_policy else None, sidecar_image=sidecar_image)
+    validate_manifests([jobset])
 
 
-def test_render_pathways_service_jobset_with_sidecar_is_valid():
-    assert_valid_jobset(render(V5P_128, sidecar_image=SIDECAR))
+def test_jobset_validation_catches_a_misplaced_field():
+    """The check above can fail: a pod field at the Job level is rejected."""
+    jobset = render(V5P_128, sidecar_image=SIDECAR)
+    replicated(jobset, "pathways-worker")["template"]["spec"]["restartPolicy"] = "OnFailure"
+    with pytest.raises(InvalidManifest, match="pathways-worker"):
+        validate_manifests([jobset])
 
 
 def test_render_pathways_service_jobset_is_deterministic():
@@ -223,6 +206,26 @@ def test_matching_proxy_image_keeps_tag_and_digest(server, proxy):
     assert matching_proxy_image(server) == proxy
 
 
+@pytest.mark.parametrize("image, policy", [
+    (SERVER, "IfNotPresent"),
+    ("reg:5000/pathways/server@sha256:" + "a" * 64, "IfNotPresent"),
+    ("reg:5000/pathways/server:latest", "Always"),
+    ("reg:5000/pathways/server", "Always"),
+])
+def test_images_are_pulled_again_only_when_their_tag_moves(image, policy):
+    assert pull_policy(image) == policy
+
+
+@pytest.mark.parametrize("image, version", [
+    (SERVER, "0.9.0"),
+    ("r/server:jax-0.8.0@sha256:" + "b" * 64, "0.8.0"),
+    ("reg:5000/server:nightly", None),
+    ("reg:5000/server@sha256:" + "b" * 64, None),
+])
+def test_jax_version_of_tag_reads_the_public_server_tag_scheme(image, version):
+    assert jax_version_of_tag(image) == version
+
+
 # ---- the sidecar -------------------------------------------------------------------------------------------------
 
 
@@ -240,6 +243,21 @@ def test_attach_colocated_sidecar_adds_a_native_sidecar_sharing_memory():
     for c in (sidecar, worker):
         assert {"mountPath": DEFAULT_SHM_DIR, "name": volume["name"]} in c["volumeMounts"]
     assert worker["args"][-1] == f"--cloud_pathways_sidecar_shm_directory={DEFAULT_SHM_DIR}"
+
+
+def test_attach_colocated_sidecar_tells_worker_and_sidecar_the_shm_directory():
+    pod = attach_colocated_sidecar(pod_spec(render(V5P_128), "pathways-worker"), SIDECAR, shm_dir="/dev/shm/pw")
+    worker = next(c for c in pod["containers"] if c["name"] == "pathways-worker")
+    for c in (pod["initContainers"][0], worker):
+        assert {"name": "CLOUD_PATHWAYS_SIDECAR_SHM_DIRECTORY", "value": "/dev/shm/pw"} in c["env"]
+
+
+def test_attach_colocated_sidecar_starts_the_worker_once_the_sidecar_listens():
+    """Kubernetes starts a pod's main containers after a native sidecar's startupProbe succeeds."""
+    (sidecar,) = attach_colocated_sidecar(pod_spec(render(V5P_128), "pathways-worker"), SIDECAR)["initContainers"]
+    probe = sidecar["startupProbe"]
+    assert probe["tcpSocket"] == {"port": 50051}
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 300
 
 
 def test_attach_colocated_sidecar_leaves_its_input_untouched():
@@ -265,13 +283,13 @@ def test_render_with_sidecar_attaches_it_to_workers_only():
 
 def test_render_pathways_namespace_enforces_baseline_pod_security():
     namespace = render_pathways_namespace("pw")
-    k8s_valid(namespace)
+    validate_manifests([namespace])
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
 def test_network_policy_admits_team_namespaces_to_the_rm_port_only():
     policy = render_pathways_network_policy("pw", ["research", "prod-ml", "research"])
-    k8s_valid(policy)
+    validate_manifests([policy])
     own, teams = policy["spec"]["ingress"]
     assert own == {"from": [{"podSelector": {}}]}
     assert teams["ports"] == [{"port": 29001, "protocol": "TCP"}]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,26 @@ def run(tpuplane):
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch) -> Path:
-    """A working directory laid out like the repository, so the defaults resolve."""
+def install_jax(tmp_path_factory, monkeypatch):
+    """Make `jax <version>` the installed distribution, as the client's environment would have it: a real
+    dist-info record placed first on sys.path, found by importlib.metadata like any installed package."""
+
+    def _install(version: str) -> None:
+        site = tmp_path_factory.mktemp("site")
+        dist_info = site / f"jax-{version}.dist-info"
+        dist_info.mkdir()
+        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jax\nVersion: {version}\n")
+        monkeypatch.syspath_prepend(str(site))
+
+    return _install
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch, install_jax) -> Path:
+    """A working directory laid out like the repository, so the defaults resolve, in a client with JAX 0.10.0."""
     shutil.copytree(SIDECAR_DIR, tmp_path / "sidecar")
     monkeypatch.chdir(tmp_path)
+    install_jax("0.10.0")
     return tmp_path
 
 
@@ -43,6 +60,34 @@ def test_cli_check_defaults_pass_on_the_shipped_example(run, project):
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("ok: 5 requirements fit the 11 pins in sidecar/constraints.example.txt")
     assert len(result.stdout.splitlines()) == 1
+
+
+def test_cli_check_defaults_to_the_installed_jax(run, project, install_jax):
+    install_jax("0.6.2")  # the 0.6.2 image exists, but the example constraints pin jax 0.10.0
+    result = run()
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["jax", "jaxlib"]
+    assert "client jax installed here" in lines[0]
+
+
+def test_cli_check_installed_jax_without_a_sidecar_image_exits_2(run, project, install_jax):
+    install_jax("0.10.2")
+    result = run()
+    assert result.exit_code == 2
+    assert "client jax installed here (or pass --jax-version): got '0.10.2'" in result.stderr
+
+
+def test_cli_check_flag_overrides_the_installed_jax(run, project, install_jax):
+    install_jax("0.10.2")
+    assert run("--jax-version", "0.10.0").exit_code == 0
+
+
+def test_cli_check_without_jax_installed_uses_the_default_image_and_says_so(run, project, monkeypatch):
+    monkeypatch.setattr(sys, "path", [str(project)])  # an environment with no jax distribution at all
+    result = run()
+    assert result.exit_code == 0, result.output
+    assert "jax is not installed here; checking for the JAX 0.10.0 image" in result.stderr
 
 
 def test_cli_check_prints_one_line_per_conflict_and_exits_1(run, project):
@@ -67,8 +112,12 @@ def test_cli_check_client_jax_lock_step(run, project, tmp_path):
 
 def test_cli_check_jax_version_sets_the_python_for_markers(run, project):
     (project / "sidecar" / "requirements.txt").write_text('numpy<2 ; python_version < "3.11"\n')
+    pins_062 = project / "pins-0.6.2.txt"
+    pins_062.write_text("jax==0.6.2\njaxlib==0.6.2\nnumpy==2.1.1\n")
     assert run("--jax-version", "0.10.0").exit_code == 0  # python 3.12 image: marker does not apply
-    assert run("--jax-version", "0.6.2").exit_code == 1  # python 3.10 image: it does
+    result = run("--jax-version", "0.6.2", "--constraints", str(pins_062))  # python 3.10 image: it does
+    assert result.exit_code == 1
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["numpy"]
 
 
 def test_cli_check_notes_lines_it_cannot_check_on_stderr(run, project):
@@ -99,6 +148,22 @@ def test_cli_check_malformed_requirement_exits_2_naming_the_line(run, project):
     result = run()
     assert result.exit_code == 2
     assert "sidecar/requirements.txt:2" in result.stderr
+
+
+def test_cli_check_never_prints_url_credentials(run, project):
+    (project / "sidecar" / "requirements.txt").write_text(
+        "git+https://deploy:s3cr3t-token@git.example.invalid/x.git#egg=x\nnumpy\n")
+    result = run()
+    assert result.exit_code == 0
+    assert "s3cr3t-token" not in result.output and "https://***@git.example.invalid" in result.stderr
+
+
+def test_cli_check_expands_environment_variables_like_pip(run, project, monkeypatch):
+    monkeypatch.setenv("NUMPY_CEILING", "2")
+    (project / "sidecar" / "requirements.txt").write_text("numpy<${NUMPY_CEILING}\n")
+    result = run()
+    assert result.exit_code == 1
+    assert result.stdout.startswith("numpy: sidecar/requirements.txt:1: 'numpy<${NUMPY_CEILING}' conflicts")
 
 
 def test_cli_check_without_any_constraints_file_asks_for_one(run, tmp_path, monkeypatch):

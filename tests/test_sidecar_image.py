@@ -18,6 +18,7 @@ from tpuplane.infra.sidecar_image import (
     base_image_for,
     context_files,
     context_hash,
+    context_problems,
     image_tag,
     known_jax_versions,
 )
@@ -37,6 +38,8 @@ def hadolint(dockerfile: Path) -> list[dict]:
 @pytest.fixture
 def context(tmp_path: Path) -> Path:
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / ".dockerignore").write_text("# docs and caches\nREADME.md\n**/__pycache__\n**/*.pyc\n")
+    (tmp_path / "README.md").write_text("# the sidecar\n")
     (tmp_path / "requirements.txt").write_text("numpy\n")
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "loader.py").write_text("X = 1\n")
@@ -60,11 +63,28 @@ def test_dockerfile_default_base_is_the_default_jax_image():
     assert default[1] == base_image_for(DEFAULT_JAX_VERSION).ref
 
 
-def test_dockerfile_installs_under_the_image_constraints_then_runs_pip_check():
+def dockerfile_instructions() -> str:
     lines = (SIDECAR_DIR / "Dockerfile").read_text().splitlines()
-    text = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    return "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+
+
+def test_dockerfile_installs_under_the_image_constraints_then_runs_pip_check():
+    text = dockerfile_instructions()
     assert "-c /opt/venv/server_constraints.txt" in text
     assert text.index("pip install") < text.index("pip check")
+
+
+def test_dockerfile_installs_the_requirements_file_named_by_its_build_argument():
+    text = dockerfile_instructions()
+    assert re.search(r"^ARG REQUIREMENTS=requirements\.txt$", text, re.MULTILINE)
+    assert text.index("FROM ") < text.index("ARG REQUIREMENTS")  # an ARG before FROM is not visible after it
+    assert '-r "/opt/sidecar/${REQUIREMENTS}"' in text
+
+
+def test_shipped_dockerignore_keeps_docs_and_examples_out_of_the_build():
+    sent = {path.as_posix() for path in context_files(SIDECAR_DIR)}
+    assert {"Dockerfile", "requirements.txt"} <= sent
+    assert not {"README.md", "constraints.example.txt"} & sent
 
 
 def test_base_image_for_jax_0_10_0_is_the_python_3_12_image():
@@ -127,6 +147,27 @@ def test_context_hash_changes_with_build_args(context):
     assert context_hash(context, build_args={"BASE_IMAGE": "a"}) != context_hash(context, build_args={"BASE_IMAGE": "b"})
 
 
+def test_context_hash_ignores_a_readme_edit(context):
+    """The README never reaches the image: editing it must not retag it (and so restart the service)."""
+    before = context_hash(context)
+    (context / "README.md").write_text("# the sidecar, documented better\n")
+    assert context_hash(context) == before
+
+
+def test_context_hash_counts_a_file_the_dockerignore_does_not_exclude(context):
+    before = context_hash(context)
+    (context / "NOTES.md").write_text("copied into the image by COPY .\n")
+    assert context_hash(context) != before
+
+
+def test_context_hash_always_counts_the_dockerfile(context):
+    """Docker sends the Dockerfile even when .dockerignore lists it."""
+    (context / ".dockerignore").write_text("Dockerfile\n")
+    before = context_hash(context)
+    (context / "Dockerfile").write_text("FROM scratch\nLABEL x=1\n")
+    assert context_hash(context) != before
+
+
 def test_context_hash_ignores_caches(context):
     before = context_hash(context)
     (context / "pkg" / "__pycache__").mkdir()
@@ -144,7 +185,27 @@ def test_context_hash_does_not_depend_on_where_the_context_lives(context, tmp_pa
 
 
 def test_context_files_are_sorted_posix_paths(context):
-    assert [path.as_posix() for path in context_files(context)] == ["Dockerfile", "pkg/loader.py", "requirements.txt"]
+    assert [path.as_posix() for path in context_files(context)] == [
+        ".dockerignore", "Dockerfile", "pkg/loader.py", "requirements.txt"]
+
+
+def test_context_problems_accept_files_the_build_receives(context):
+    assert context_problems(context, [context / "requirements.txt"], path="requirementsFile") == []
+
+
+def test_context_problems_name_an_include_outside_the_context(context, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("common") / "base.txt"
+    outside.write_text("numpy\n")
+    (problem,) = context_problems(context, [context / "requirements.txt", outside], path="requirementsFile")
+    assert (problem.path, problem.given) == ("requirementsFile", str(outside))
+    assert "outside the build context" in problem.hint
+
+
+def test_context_problems_name_a_file_the_dockerignore_excludes(context):
+    (context / "constraints.txt").write_text("numpy<3\n")
+    (context / ".dockerignore").write_text("constraints.txt\n")
+    (problem,) = context_problems(context, [context / "constraints.txt"], path="requirementsFile")
+    assert "excluded by .dockerignore" in problem.hint
 
 
 def test_image_tag_is_a_valid_docker_tag(context):

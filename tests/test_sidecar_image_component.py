@@ -64,8 +64,8 @@ def sidecar_args(context: Path, **overrides) -> SidecarImageArgs:
     return SidecarImageArgs(**{**values, **overrides})
 
 
-def expected_ref(context: Path) -> str:
-    tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref})
+def expected_ref(context: Path, requirements: str = "requirements.txt") -> str:
+    tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref, "REQUIREMENTS": requirements})
     return f"us-east5-docker.pkg.dev/proj/tpuplane-sidecar/sidecar:{tag}"
 
 
@@ -106,7 +106,7 @@ def test_sidecar_image_builds_linux_amd64_on_the_chosen_base_and_pushes(mocks, c
     (image,) = mocks.of_type(IMAGE_TYPE)
     assert image.inputs["push"] is True
     assert image.inputs["platforms"] == ["linux/amd64"]
-    assert image.inputs["buildArgs"] == {"BASE_IMAGE": base_image_for("0.10.0").ref}
+    assert image.inputs["buildArgs"] == {"BASE_IMAGE": base_image_for("0.10.0").ref, "REQUIREMENTS": "requirements.txt"}
     assert image.inputs["context"] == {"location": str(context)}
     assert image.inputs["dockerfile"] == {"location": str(context / "Dockerfile")}
     assert image.inputs["tags"] == [expected_ref(context)]
@@ -133,6 +133,53 @@ def test_sidecar_image_tag_follows_the_requirements(mocks, context):
     outputs = build(sidecar_args(context))
     assert outputs["image_ref"] == [expected_ref(context)]
     assert expected_ref(context) != before
+
+
+def test_sidecar_image_tag_ignores_a_readme_edit(mocks, context):
+    """Editing the README must not retag the image: the JobSet would be replaced and the service restarted."""
+    before = build(sidecar_args(context))["image_ref"]
+    (context / "README.md").write_text("# rewritten\n")
+    assert build(sidecar_args(context))["image_ref"] == before
+
+
+def test_sidecar_image_installs_and_checks_the_configured_requirements_file(mocks, context):
+    (context / "teams").mkdir()
+    (context / "teams" / "vision.txt").write_text("-r ../requirements.txt\nscipy\n")
+    outputs = build(sidecar_args(context, requirements_file="teams/vision.txt"))
+    (image,) = mocks.of_type(IMAGE_TYPE)
+    assert image.inputs["buildArgs"]["REQUIREMENTS"] == "teams/vision.txt"
+    assert outputs["image_ref"] == [expected_ref(context, "teams/vision.txt")]
+
+
+def test_sidecar_image_checks_the_configured_requirements_file_not_requirements_txt(mocks, context):
+    (context / "prod.txt").write_text("numpy<2\n")
+    with pytest.raises(ConfigError) as raised:
+        build(sidecar_args(context, requirements_file="prod.txt"))
+    (problem,) = raised.value.problems
+    assert problem.path.endswith("prod.txt:1")
+    assert mocks.registrations == []
+
+
+def test_sidecar_image_include_outside_the_context_fails_before_any_build(mocks, context, tmp_path):
+    (tmp_path / "common.txt").write_text("scipy\n")
+    (context / "requirements.txt").write_text("-r ../common.txt\nnumpy\n")
+    with pytest.raises(ConfigError, match="outside the build context"):
+        build(sidecar_args(context))
+    assert mocks.registrations == []
+
+
+def test_sidecar_image_requirements_excluded_by_dockerignore_fail_before_any_build(mocks, context):
+    (context / "README.txt").write_text("numpy\n")  # hypothetical: a requirement file the .dockerignore drops
+    (context / ".dockerignore").write_text("README.*\n")
+    with pytest.raises(ConfigError, match="excluded by .dockerignore"):
+        build(sidecar_args(context, requirements_file="README.txt"))
+
+
+def test_sidecar_image_context_without_a_dockerfile_is_an_error(mocks, context):
+    (context / "Dockerfile").unlink()
+    with pytest.raises(ConfigError, match="a folder holding a Dockerfile"):
+        build(sidecar_args(context))
+    assert mocks.registrations == []
 
 
 def test_sidecar_image_children_are_parented_to_the_component(mocks, context):
