@@ -6,7 +6,7 @@ Run it by hand, from cron, or in the cluster with the `ProxyJanitor` component. 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich import box
@@ -14,9 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from tpuplane.infra.proxy import DEFAULT_STALE_AFTER_SECONDS
-from tpuplane.runtime.connect import resolve_namespace
-from tpuplane.runtime.janitor import SweepResult, delete_proxies, find_stale_proxies
-from tpuplane.runtime.kube import ApiException, KubeApi
+
+if TYPE_CHECKING:  # the kubernetes client (runtime extra) loads only when the command runs
+    from tpuplane.runtime.janitor import SweepResult
+    from tpuplane.runtime.kube import KubeApi
 
 EXIT_DELETE_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -28,7 +29,7 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def _table(results: list[SweepResult], dry_run: bool) -> Table:
+def _table(results: list["SweepResult"], dry_run: bool) -> Table:
     table = Table(title="stale Pathways proxies" + (" (dry run)" if dry_run else ""), box=box.SIMPLE_HEAD,
                   title_justify="left")
     for header in ("namespace", "job", "silent for", "judged by", "action"):
@@ -40,9 +41,12 @@ def _table(results: list[SweepResult], dry_run: bool) -> Table:
     return table
 
 
-def run_janitor(kube: KubeApi, *, namespace: Optional[str], all_namespaces: bool, stale_after: float,
+def run_janitor(kube: "KubeApi", *, namespace: Optional[str], all_namespaces: bool, stale_after: float,
                 dry_run: bool, console: Console, now: Optional[float] = None) -> int:
     """Find stale proxies, delete them unless dry_run, print the table; returns the exit status."""
+    from tpuplane.runtime.connect import resolve_namespace
+    from tpuplane.runtime.janitor import SweepResult, delete_proxies, find_stale_proxies
+
     scope = None if all_namespaces else resolve_namespace(namespace, kube.context_namespace())
     stale = find_stale_proxies(kube, scope, stale_after, now)
     where = "any namespace" if scope is None else f"namespace {scope}"
@@ -66,6 +70,8 @@ def janitor_command(
     all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A", help="Sweep every namespace."),
 ) -> None:
     """Delete Pathways proxy Jobs left behind by clients that died without cleaning up."""
+    from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
+
     console = Console()
     if all_namespaces and namespace:
         typer.echo("--namespace and --all-namespaces exclude each other", err=True)
@@ -76,5 +82,8 @@ def janitor_command(
                              dry_run=dry_run, console=console)
     except ApiException as error:
         typer.echo(f"Kubernetes API error: {error.status} {error.reason}", err=True)
+        raise typer.Exit(EXIT_DELETE_FAILED) from None
+    except ApiUnreachable as error:
+        typer.echo(str(error), err=True)
         raise typer.Exit(EXIT_DELETE_FAILED) from None
     raise typer.Exit(status)

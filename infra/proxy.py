@@ -19,11 +19,13 @@ from dataclasses import dataclass
 
 from tpuplane.infra.catalog import TpuSpec, UnknownTpuType, resolve_pathways_instance_type, resolve_tpu_type
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.images import pull_policy
 
 PROXY_PORT = 29000  # the IFRT proxy's gRPC port; clients use JAX_BACKEND_TARGET=grpc://...:29000
 PROXY_CONTAINER = "pathways-proxy"
-# The proxy image must carry the same tag as the service's server image (`.../pathways/server:<tag>`).
-DEFAULT_PROXY_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.9.0"
+# The proxy image must carry the same tag as the service's server image (`.../pathways/server:<tag>`), so there is
+# no default: connect() derives it from the service's JobSet (`proxy_image_from_service`) or is told.
+EXAMPLE_PROXY_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.9.0"
 PROXY_RESOURCES = {"cpu": "16", "memory": "100G"}  # requests == limits: the proxy is never squeezed or evicted first
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -50,15 +52,22 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._\-]*[a-z0-9]$")
 _IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 _CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
 
+# How a Shared Pathways Service is named and shaped (rendered by `tpuplane.infra.pathways`, which imports this
+# module, hence the copies; tests check both agree). The worker names also cover the pathways-job / xpk spelling.
+SERVICE_HEAD_POD_SUFFIX = "-pathways-head-0-0"
+SERVICE_WORKER_JOBS = ("pathways-worker", "worker")
+SERVICE_WORKER_CONTAINERS = ("pathways-worker", "worker")
+SERVICE_ADDRESS_EXAMPLE = "pw-pathways-head-0-0.pw.pw.svc:29001"
+
 
 # ---- client input -----------------------------------------------------------------------------------------------
 
 
 def parse_service_address(address: str, *, path: str = "pathways_service") -> tuple[str, int]:
-    """`host:port` of the service's resource manager, e.g. `svc-pathways-head-0-0.svc:29001`."""
+    """`host:port` of the service's resource manager, e.g. `pw-pathways-head-0-0.pw.pw.svc:29001`."""
     allowed = "<host>:<port> with a DNS name host (lowercase labels of a-z, 0-9, '-') and a port in 1-65535"
     if not isinstance(address, str) or address.count(":") != 1:
-        raise ConfigError.at(path, address, allowed, "e.g. pathways-service-pathways-head-0-0.pathways-service:29001")
+        raise ConfigError.at(path, address, allowed, f"e.g. {SERVICE_ADDRESS_EXAMPLE}")
     host, port_text = address.split(":")
     labels = host.split(".")
     if not host or len(host) > _DNS_NAME_MAX or not all(
@@ -69,6 +78,73 @@ def parse_service_address(address: str, *, path: str = "pathways_service") -> tu
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         raise ConfigError.at(path, address, allowed, "the resource manager listens on 29001")
     return host, int(port_text)
+
+
+def service_jobset(address: str) -> tuple[str, str] | None:
+    """(namespace, name) of the service's JobSet, from its address; None when the address does not say.
+
+    `<name>-pathways-head-0-0.<name>.<namespace>.svc[.cluster.local]:<port>` (what the stack exports) names both;
+    the short `<name>-pathways-head-0-0.<name>:<port>` means the stack's own namespace, which is `<name>`.
+    """
+    host = address.rpartition(":")[0]
+    head, _, rest = host.partition(".")
+    name = head.removesuffix(SERVICE_HEAD_POD_SUFFIX)
+    if name == head or not name:
+        return None
+    labels = rest.split(".")
+    if labels == [name]:
+        return name, name
+    if len(labels) >= 3 and labels[0] == name and labels[2:] in (["svc"], ["svc", "cluster", "local"]):
+        return labels[1], name
+    return None
+
+
+@dataclass(frozen=True)
+class ServiceFacts:
+    """What a client must match, read from the service's JobSet."""
+
+    server_image: str | None  # the worker container's image; None if the JobSet has no worker container
+    instance_types: tuple[str, ...]  # the Pathways instance types (`tpuv6e:2x2`) the service's flags name
+
+
+def read_service_jobset(jobset: Mapping) -> ServiceFacts:
+    """The worker image and the `--instance_type=` flags of a Shared Pathways Service JobSet (API JSON form)."""
+    server_image = None
+    instance_types: list[str] = []
+    for job in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        pod = (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or []:
+            if job.get("name") in SERVICE_WORKER_JOBS and container.get("name") in SERVICE_WORKER_CONTAINERS \
+                    and server_image is None:
+                server_image = container.get("image")
+            for arg in container.get("args") or []:
+                value = str(arg).removeprefix("--instance_type=")
+                if value != arg and value not in instance_types:
+                    instance_types.append(value)
+    return ServiceFacts(server_image, tuple(instance_types))
+
+
+def proxy_image_from_service(facts: ServiceFacts, jobset: str, *, path: str = "proxy_image") -> str:
+    """The proxy image built with the service's server image, so client and server speak the same protocol."""
+    derived = matching_proxy_image(facts.server_image) if facts.server_image else None
+    if derived is None:
+        found = f"worker image {facts.server_image}" if facts.server_image else "no pathways-worker container"
+        raise ConfigError.at(path, None, "an image reference such as " + EXAMPLE_PROXY_IMAGE,
+                             f"JobSet {jobset} has {found}, from which no proxy_server image follows; pass "
+                             f"proxy_image= with the proxy built with the service's server image")
+    return derived
+
+
+def offered_instance_type_problems(requested: Sequence[tuple[str, TpuSpec]], offered: Sequence[str],
+                                   *, path: str = "tpus") -> list[Problem]:
+    """A slice the service does not serve would wait forever for placement: name it now, with what it serves."""
+    if not offered:
+        return []  # a service whose flags do not say: the resource manager decides
+    choices = ", ".join(offered)
+    return [Problem(f"{path}[{name!r}]", name, f"a slice the service offers: {choices}",
+                    f"{name} is {spec.pathways_instance_type}; ask for "
+                    + " or ".join(f"{{{choice!r}: n}}" for choice in offered))
+            for name, spec in requested if spec.pathways_instance_type not in offered]
 
 
 def resolve_tpu_request(name: str, *, path: str) -> TpuSpec:
@@ -139,7 +215,7 @@ def parse_gcs_location(location: str, *, path: str = "gcs_bucket") -> str:
 def parse_image(image: str, *, path: str = "proxy_image") -> str:
     """A container image reference; the proxy's tag must equal the service's server image tag."""
     if not isinstance(image, str) or not _IMAGE.match(image) or len(image) > 512:
-        raise ConfigError.at(path, image, "an image reference such as " + DEFAULT_PROXY_IMAGE,
+        raise ConfigError.at(path, image, "an image reference such as " + EXAMPLE_PROXY_IMAGE,
                              "use the proxy_server image with the same tag as the service's server image")
     return image
 
@@ -253,7 +329,7 @@ class ProxyJobSpec:
     slices: tuple[tuple[TpuSpec, int], ...]
     gcs_location: str
     heartbeat: int  # unix seconds at creation
-    image: str = DEFAULT_PROXY_IMAGE
+    image: str  # the proxy_server image with the service's server tag
     options: ProxyOptions = ProxyOptions()
     active_deadline_seconds: int = DEFAULT_ACTIVE_DEADLINE_SECONDS
     ttl_seconds_after_finished: int = DEFAULT_TTL_SECONDS_AFTER_FINISHED
@@ -286,12 +362,6 @@ def heartbeat_annotations(now: float) -> dict[str, str]:
     return {HEARTBEAT_ANNOTATION: str(int(now))}
 
 
-def _pull_policy(image: str) -> str:
-    """Pinned images are pulled once per node; `:latest` or untagged ones every time, as their content moves."""
-    last = image.rpartition("/")[2]
-    return "IfNotPresent" if "@" in last or (":" in last and not last.endswith(":latest")) else "Always"
-
-
 def render_proxy_job(spec: ProxyJobSpec) -> dict:
     """The batch/v1 Job running one client's proxy. Ready means port 29000 accepts connections."""
     env = [{"name": "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS", "value": "true"}] \
@@ -299,7 +369,7 @@ def render_proxy_job(spec: ProxyJobSpec) -> dict:
     container = {
         "name": PROXY_CONTAINER,
         "image": spec.image,
-        "imagePullPolicy": _pull_policy(spec.image),
+        "imagePullPolicy": pull_policy(spec.image),
         "args": proxy_args(spec),
         "env": env,
         "ports": [{"containerPort": PROXY_PORT, "name": "grpc", "protocol": "TCP"}],
@@ -434,7 +504,7 @@ def render_janitor(spec: JanitorSpec) -> list[dict]:
                             "containers": [{
                                 "name": "janitor",
                                 "image": spec.image,
-                                "imagePullPolicy": _pull_policy(spec.image),
+                                "imagePullPolicy": pull_policy(spec.image),
                                 "command": janitor_command_args(spec),
                                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
                                               "limits": {"memory": "256Mi"}},

@@ -1,22 +1,31 @@
 """`connect()`: use the Shared Pathways Service from a laptop or a notebook, and leave nothing behind.
 
-    with connect("pathways-service-pathways-head-0-0.pathways-service:29001", {"v6e-4": 2}, "gs://my-scratch"):
+    with connect("pw-pathways-head-0-0.pw.pw.svc:29001", {"v6e-4": 2}, "gs://my-scratch"):
         import jax
         print(jax.devices())
+
+The address is the stack's `pathways_service` output; the short `pw-pathways-head-0-0.pw:29001` is accepted too
+(its JobSet is then looked for in namespace `pw`, where the stack puts the service).
 
 What happens, in order:
 1. Every argument is checked before anything is created (ConfigError naming the parameter).
 2. One namespace is resolved once (argument > kube context's namespace > "default") and used for every call.
-3. A proxy Job (rendered by `tpuplane.infra.proxy`) is created. It carries a heartbeat annotation that a
+3. Unless `proxy_image` is given, the service's JobSet is read: the proxy image is the one built with the service's
+   server image (a proxy of another version fails in obscure ways), and a TPU type the service does not offer is a
+   ConfigError (its slices would never be placed). A JobSet that cannot be read is an error asking for proxy_image.
+4. A proxy Job (rendered by `tpuplane.infra.proxy`) is created. It carries a heartbeat annotation that a
    background thread renews, `activeDeadlineSeconds` and `ttlSecondsAfterFinished`, so a proxy whose client was
    SIGKILLed is reaped by `tpuplane janitor` instead of holding slices forever.
-4. The pod is watched until Ready (the proxy's port accepts connections), with progress on stderr. Giving up
+5. The pod is watched until Ready (the proxy's port accepts connections), with progress on stderr. Giving up
    says why: unschedulable, image pull error, crash, or a timeout, with the pod's recent events.
-5. `kubectl port-forward` to a free local port, supervised (restarted once, then a clear error).
-6. JAX_PLATFORMS=proxy and JAX_BACKEND_TARGET=grpc://localhost:<port> in the environment, and in jax.config
+6. `kubectl port-forward` to a free local port, supervised (restarted once, then a clear error); on Linux the kernel
+   ends it if this process dies, even by SIGKILL.
+7. JAX_PLATFORMS=proxy and JAX_BACKEND_TARGET=grpc://localhost:<port> in the environment, and in jax.config
    when jax is already imported; both are restored on exit.
 Cleanup is idempotent and runs on normal exit, on exceptions, on SIGINT/SIGTERM/SIGHUP (then the previous
-handler runs) and at interpreter exit: forwarder killed and reaped, heartbeat stopped, Job deleted.
+handler runs) and at interpreter exit: forwarder killed and reaped, heartbeat stopped, Job deleted. A signal that
+arrives during cleanup, or while the create request is in flight, waits until that finishes (so a second Ctrl-C
+cannot leave the Job behind), then is delivered again.
 
 JAX also needs the `proxy` backend registered (`pathwaysutils.initialize()`); tpuplane does not do that for you.
 """
@@ -24,6 +33,7 @@ JAX also needs the `proxy` backend registered (`pathwaysutils.initialize()`); tp
 from __future__ import annotations
 
 import atexit
+import contextlib
 import getpass
 import json
 import os
@@ -33,7 +43,7 @@ import string
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -44,15 +54,19 @@ from rich.markup import escape
 from tpuplane.infra import proxy
 from tpuplane.infra.catalog import TpuSpec
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.runtime.kube import ApiException, KubeApi
+from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
 from tpuplane.runtime.port_forward import ForwarderError, PortForwarder, free_local_port, kubectl_port_forward_argv
 
 DEFAULT_TIMEOUT_SECONDS = 600.0  # cold pools and first image pulls take minutes, not the public client's 30 s
 DEFAULT_HEARTBEAT_SECONDS = 30.0
+# The janitor's default judges a proxy dead after 600 s of silence: at least four beats must fit in that window,
+# so one slow or failed renewal never gets a live session reaped.
+MAX_HEARTBEAT_SECONDS = proxy.DEFAULT_STALE_AFTER_SECONDS / 4
 DEFAULT_NAMESPACE = "default"
 JAX_SETTINGS = ("JAX_PLATFORMS", "JAX_BACKEND_TARGET")  # env names; jax.config options are their lowercase
 _EVENT_LINES = 8
 _EVENT_WIDTH = 200
+_EVENTS_WITHIN_SECONDS = 10.0  # the diagnosis after giving up must not take longer than a short wait
 _DELETE_ATTEMPTS = 4
 _DELETE_BACKOFF_SECONDS = 0.2
 _HANDLED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -180,11 +194,13 @@ class _Request:
 
     service: str
     slices: tuple[tuple[TpuSpec, int], ...]
+    tpu_names: tuple[str, ...]  # as the caller spelled them, one per slice entry (for error paths)
     gcs_location: str
     namespace: str | None
     context: str | None
     timeout: float
-    image: str
+    image: str | None  # None: derive from the service's JobSet
+    service_jobset: tuple[str, str] | None  # (namespace, name) of the service's JobSet, from its address
     options: proxy.ProxyOptions
     heartbeat_interval: float
     max_lifetime: int
@@ -197,7 +213,7 @@ def _positive(value: object, path: str, problems: list[Problem], allowed: str = 
 
 
 def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, namespace: str | None,
-                     context: str | None, timeout: float, proxy_image: str, proxy_options: Sequence[str],
+                     context: str | None, timeout: float, proxy_image: str | None, proxy_options: Sequence[str],
                      heartbeat_interval: float, max_lifetime: int, kubectl: str) -> _Request:
     """Every connect() rule at once, so one error lists every mistake, each under its parameter name."""
     problems: list[Problem] = []
@@ -206,7 +222,7 @@ def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket:
         ("service", lambda: proxy.parse_service_address(pathways_service) and pathways_service),  # kept as given
         ("slices", lambda: tuple(proxy.parse_tpus(tpus))),
         ("gcs_location", lambda: proxy.parse_gcs_location(gcs_bucket)),
-        ("image", lambda: proxy.parse_image(proxy_image)),
+        ("image", lambda: proxy_image if proxy_image is None else proxy.parse_image(proxy_image)),
         ("options", lambda: proxy.parse_proxy_options(proxy_options)),
         ("namespace", lambda: namespace if namespace is None else proxy.parse_name(namespace, path="namespace")),
     ]
@@ -216,7 +232,18 @@ def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket:
         except ConfigError as error:
             problems.extend(error.problems)
     _positive(timeout, "timeout", problems, "seconds > 0")
-    _positive(heartbeat_interval, "heartbeat_interval", problems, "seconds > 0")
+    heartbeat_allowed = f"seconds > 0 and <= {MAX_HEARTBEAT_SECONDS:g}"
+    _positive(heartbeat_interval, "heartbeat_interval", problems, heartbeat_allowed)
+    if not any(p.path == "heartbeat_interval" for p in problems) and heartbeat_interval > MAX_HEARTBEAT_SECONDS:
+        problems.append(Problem("heartbeat_interval", heartbeat_interval, heartbeat_allowed,
+                                f"`tpuplane janitor` deletes a proxy silent for {proxy.DEFAULT_STALE_AFTER_SECONDS} s "
+                                f"by default; four beats must fit in that"))
+    jobset = proxy.service_jobset(pathways_service) if "service" in results else None
+    if proxy_image is None and "service" in results and jobset is None:
+        problems.append(Problem("proxy_image", None, "an image reference such as " + proxy.EXAMPLE_PROXY_IMAGE,
+                                f"{pathways_service} is not a tpuplane service address "
+                                f"(<name>-pathways-head-0-0.<name>[.<namespace>.svc]:<port>), so the service's "
+                                f"server image cannot be looked up; pass the proxy_server image with its tag"))
     _positive(max_lifetime, "max_lifetime", problems, "whole seconds > 0")
     if not problems and max_lifetime <= timeout:
         problems.append(Problem("max_lifetime", max_lifetime, f"more than timeout ({timeout:g} s)"))
@@ -225,22 +252,27 @@ def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket:
     if problems:
         raise ConfigError(problems)
     return _Request(context=context, timeout=float(timeout), heartbeat_interval=float(heartbeat_interval),
-                    max_lifetime=int(max_lifetime), kubectl=kubectl, **results)
+                    max_lifetime=int(max_lifetime), kubectl=kubectl, service_jobset=jobset,
+                    tpu_names=tuple(tpus), **results)
 
 
 def connect(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, namespace: str | None = None,
             context: str | None = None, timeout: float = DEFAULT_TIMEOUT_SECONDS,
-            proxy_image: str = proxy.DEFAULT_PROXY_IMAGE, proxy_options: Sequence[str] = (),
+            proxy_image: str | None = None, proxy_options: Sequence[str] = (),
             heartbeat_interval: float = DEFAULT_HEARTBEAT_SECONDS,
             max_lifetime: int = proxy.DEFAULT_ACTIVE_DEADLINE_SECONDS, kubectl: str = "kubectl",
             kube: KubeApi | None = None, console: Console | None = None) -> "PathwaysSession":
     """A session on the Shared Pathways Service; use it as a context manager. Validates now, creates on enter.
 
-    pathways_service: `host:port` of the service's resource manager (port 29001).
+    pathways_service: `host:port` of the service's resource manager, the stack's `pathways_service` output:
+        `pw-pathways-head-0-0.pw.pw.svc:29001` (the short `pw-pathways-head-0-0.pw:29001` is accepted too).
     tpus: virtual slices to ask for, by any catalog name or Pathways spelling: {"v6e-4": 2} or {"tpuv6e:2x2": 2}.
     gcs_bucket: the scratch location, `gs://bucket[/folder]` or `bucket`.
     timeout: seconds to wait for the proxy pod to be Ready. max_lifetime: the proxy Job's activeDeadlineSeconds.
+    proxy_image: the proxy_server image; by default the one matching the server image in the service's JobSet
+        (which needs `get` on jobsets.jobset.x-k8s.io in the service's namespace).
     proxy_options: "key:value" strings (see `tpuplane.infra.proxy.PROXY_OPTION_FORMS`), e.g. "sidecar:true".
+    heartbeat_interval: seconds between heartbeats, at most a quarter of the janitor's default stale_after.
     kube: a `KubeApi` (default: from `context`); kubectl: the binary used for port-forward.
     """
     request = validate_request(pathways_service, tpus, gcs_bucket, namespace=namespace, context=context,
@@ -281,11 +313,36 @@ class _Heartbeat:
 
 
 class _ExitHooks:
-    """atexit + signal handlers that run the cleanup, chained to (and restored to) the previous handlers."""
+    """atexit + signal handlers that run the cleanup, chained to (and restored to) the previous handlers.
+
+    Inside `deferring()` (the cleanup itself, and the create request whose outcome the cleanup must know) a handled
+    signal is only noted, and delivered again when the outermost such block ends. Masking with pthread_sigmask
+    would not do: it masks the calling thread only, the kernel then hands the signal to another thread (heartbeat,
+    forwarder watcher), and CPython still runs the Python handler in the main thread.
+    """
 
     def __init__(self, cleanup: Callable[[], None]):
         self._cleanup = cleanup
         self._previous: dict[int, Any] = {}
+        self._depth = 0
+        self._deferred: list[int] = []
+        self._handling: int | None = None  # the signal whose handler is running the cleanup now
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                pending, self._deferred = self._deferred, []
+                for signum in dict.fromkeys(pending):  # once each, in arrival order
+                    if signum != self._handling:  # that one's handler is already under way
+                        signal.raise_signal(signum)  # to our handler, or the restored previous one
+
+    def has_deferred(self) -> bool:
+        return bool(self._deferred)
 
     def install(self) -> None:
         atexit.register(self._cleanup)
@@ -306,8 +363,15 @@ class _ExitHooks:
         self._previous = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._depth:
+            self._deferred.append(signum)
+            return
         previous = self._previous.get(signum, signal.SIG_DFL)
-        self._cleanup()  # uninstalls us, restoring `previous`
+        self._handling = signum
+        try:
+            self._cleanup()  # uninstalls us, restoring `previous`
+        finally:
+            self._handling = None
         if callable(previous):
             previous(signum, frame)
         elif signum == signal.SIGINT:
@@ -329,6 +393,7 @@ class PathwaysSession:
         self._saved_env: dict[str, str | None] = {}
         self._saved_jax: dict[str, Any] = {}
         self._job_may_exist = False
+        self.proxy_image: str | None = None
         self._entered = False
         self._closed = False
         self.namespace: str | None = None
@@ -375,8 +440,10 @@ class PathwaysSession:
                 raise ConnectError(f"cannot load Kubernetes credentials (context {request.context or 'current'}): "
                                    f"{error}. Hint: gcloud container clusters get-credentials <cluster>") from error
         self.namespace = resolve_namespace(request.namespace, self._kube.context_namespace())
+        self.proxy_image = request.image or self._proxy_image_from_service()
         self.job_name = proxy.proxy_job_name(_user(), _random_suffix())
         self._create_job()
+        self._ensure_open()
         self._heartbeat = _Heartbeat(self._kube, self.namespace, self.job_name, request.heartbeat_interval,
                                      self._warn)
         self._heartbeat.start()
@@ -387,28 +454,58 @@ class PathwaysSession:
         self._console.print(f"[green]Connected[/] to {request.service} through proxy Job {self.job_name} "
                             f"(namespace {self.namespace}); JAX_BACKEND_TARGET={self.backend_target}")
 
+    def _proxy_image_from_service(self) -> str:
+        """The proxy image matching the service's server image; also refuses TPU types the service does not offer."""
+        request = self._request
+        namespace, name = request.service_jobset
+        where = f"JobSet {name} in namespace {namespace}"
+        try:
+            jobset = self._kube.get_jobset(namespace, name)
+        except (ApiException, ApiUnreachable) as error:
+            why = _api_message(error) if isinstance(error, ApiException) else str(error)
+            hint = {403: f"your account may not get jobsets.jobset.x-k8s.io in namespace {namespace}",
+                    404: f"is {request.service} the stack's pathways_service output?"}.get(
+                        getattr(error, "status", None), "")
+            raise ConnectError(f"cannot read the Pathways service's {where} to pick the proxy image that matches "
+                               f"its server ({why}){'; ' + hint if hint else ''}. Pass proxy_image= explicitly: the "
+                               f"proxy_server image with the same tag as the service's server image, e.g. "
+                               f"{proxy.EXAMPLE_PROXY_IMAGE}") from None
+        facts = proxy.read_service_jobset(jobset)
+        problems = proxy.offered_instance_type_problems(
+            [(tpu_name, spec) for tpu_name, (spec, _) in zip(request.tpu_names, request.slices)], facts.instance_types)
+        try:
+            image = proxy.proxy_image_from_service(facts, f"{namespace}/{name}")
+        except ConfigError as error:
+            problems.extend(error.problems)
+        if problems:
+            raise ConfigError(problems)
+        return image
+
     def _create_job(self) -> None:
         request = self._request
         manifest = proxy.render_proxy_job(proxy.ProxyJobSpec(
             name=self.job_name, namespace=self.namespace, service=request.service, slices=request.slices,
-            gcs_location=request.gcs_location, heartbeat=int(time.time()), image=request.image,
+            gcs_location=request.gcs_location, heartbeat=int(time.time()), image=self.proxy_image,
             options=request.options, active_deadline_seconds=request.max_lifetime))
+        # Assume the Job exists from the moment the request may leave: a lost response, a timeout or a signal
+        # can all come after the server stored it. Cleanup deletes by name and takes 404 as done.
+        self._job_may_exist = True
         try:
-            self._kube.create_job(self.namespace, manifest)
+            with self._hooks.deferring():  # a signal now waits for the answer, so cleanup knows what to delete
+                self._kube.create_job(self.namespace, manifest)
         except ApiException as error:
-            # A 5xx may have come after the object was stored: delete it to be sure. A 4xx stored nothing,
-            # and on 409 the name belongs to someone else's Job, which must not be deleted.
-            self._job_may_exist = error.status is None or error.status >= 500
+            # A 4xx stored nothing (and on 409 the name is someone else's Job, which must not be deleted).
+            definite_refusal = error.status is not None and 400 <= error.status < 500
+            self._job_may_exist = not definite_refusal
             hint = {401: "refresh your credentials (gcloud auth login)",
                     403: "your account needs create/get/list/patch/delete on jobs.batch and list on pods and "
                          "events in this namespace; pass namespace= for one where it has them"}.get(error.status, "")
             raise ConnectError(f"Kubernetes refused to create proxy Job {self.job_name} in namespace "
                                f"{self.namespace}: {_api_message(error)}" + (f". Hint: {hint}" if hint else "")
                                ) from None
-        except Exception:
-            self._job_may_exist = True
-            raise
-        self._job_may_exist = True
+        except ApiUnreachable as error:
+            raise ConnectError(f"creating proxy Job {self.job_name} in namespace {self.namespace} got no answer "
+                               f"({error}); it is deleted in case it was stored") from None
 
     def _wait_ready(self) -> str:
         """Poll the proxy pod until Ready; raise ProxyNotReady with the reason and recent events otherwise."""
@@ -419,7 +516,7 @@ class PathwaysSession:
         with self._console.status(f"proxy {self.job_name}: {progress.phase}") as status:
             while True:
                 self._ensure_open()
-                pod = self._newest_pod()
+                pod = self._newest_pod(within=max(0.0, deadline - time.monotonic()))
                 pod_name = (pod or {}).get("metadata", {}).get("name", pod_name)
                 progress = describe_pod(pod)
                 line = f"proxy {self.job_name}: {progress.phase}" + (f" ({progress.detail})" if progress.detail else "")
@@ -442,14 +539,16 @@ class PathwaysSession:
         if self._closed:
             raise ConnectError(f"session closed during setup; proxy Job {self.job_name} was cleaned up")
 
-    def _newest_pod(self) -> dict[str, Any] | None:
+    def _newest_pod(self, within: float) -> dict[str, Any] | None:
         try:
-            pods = self._kube.list_pods(self.namespace, f"job-name={self.job_name}")
+            pods = self._kube.list_pods(self.namespace, f"job-name={self.job_name}", within=within)
         except ApiException as error:
             if error.status in (401, 403):
                 raise ConnectError(f"cannot watch the proxy pod in namespace {self.namespace}: "
                                    f"{_api_message(error)}") from None
             return None  # a transient API error: the deadline still bounds the wait
+        except ApiUnreachable:
+            return None  # likewise; the request itself never outlasts the deadline
         pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
         return pods[-1] if pods else None
 
@@ -457,8 +556,8 @@ class PathwaysSession:
         events: list[dict[str, Any]] = []
         for name in filter(None, (self.job_name, pod_name)):
             try:
-                events.extend(self._kube.list_events(self.namespace, name))
-            except ApiException:
+                events.extend(self._kube.list_events(self.namespace, name, within=_EVENTS_WITHIN_SECONDS))
+            except (ApiException, ApiUnreachable):
                 pass  # the diagnosis is best-effort; the headline still says what happened
         lines = recent_events(events)
         detail = f"\n{progress.detail}" if progress.detail else ""
@@ -548,7 +647,7 @@ class PathwaysSession:
 
         Returns what could not be cleaned up, in words, or None.
         """
-        with self._lock:
+        with self._hooks.deferring(), self._lock:  # a second Ctrl-C waits until the Job is deleted
             if self._closed:
                 return None
             self._closed = True
@@ -557,10 +656,13 @@ class PathwaysSession:
                     self._heartbeat.stop()
                 if self.forwarder is not None:
                     self.forwarder.stop()
-                return self._delete_job() if self._job_may_exist else None
+                error = self._delete_job() if self._job_may_exist else None
             finally:
                 self._restore_jax()
                 self._hooks.uninstall()
+            if error is not None and self._hooks.has_deferred():  # the signal delivered next will not say it
+                self._console.print(f"[red]{escape(error)}[/]")
+            return error
 
     def _delete_job(self) -> str | None:
         last = ""

@@ -3,7 +3,13 @@
 A client renews `tpuplane.dev/heartbeat` (unix seconds) on its proxy Job every 30 s while it lives. A client that
 was SIGKILLed, OOM-killed or suspended stops renewing, and its proxy would hold virtual slices until its
 `activeDeadlineSeconds`. The janitor deletes it once the heartbeat is older than `stale_after`. The decision is the
-pure `stale_proxies()`; `sweep()` applies it through a `KubeApi`.
+pure `stale_proxies()`; `find_stale_proxies()` and `delete_proxies()` apply it through a `KubeApi`.
+
+Clocks. The annotation holds the client's clock, which may be off (a laptop). So the time of the last heartbeat is
+taken, when the API gives it, from the server: `metadata.managedFields[].time` of the entry that owns the
+annotation, set by the API server on every renewal. Only without one is the client's value used, and then a proxy
+counts as stale only after `stale_after + CLIENT_CLOCK_SKEW_SECONDS`. Either way the janitor compares with its own
+clock, assumed NTP-synced with the API server's (true for the in-cluster CronJob and for GKE control planes).
 """
 
 from __future__ import annotations
@@ -15,16 +21,20 @@ from datetime import datetime
 from typing import Any
 
 from tpuplane.infra import proxy
-from tpuplane.runtime.kube import ApiException, KubeApi
+from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
+
+
+CLIENT_CLOCK_SKEW_SECONDS = 120  # how far a client's clock may be behind before its live proxy would be reaped
+SERVER_CLOCK, CLIENT_CLOCK, CREATION = "heartbeat (server clock)", "heartbeat (client clock)", "creation"
 
 
 @dataclass(frozen=True)
 class StaleProxy:
     namespace: str
     name: str
-    last_seen: float  # unix seconds: the heartbeat, or the creation time if the Job has no readable heartbeat
+    last_seen: float  # unix seconds: the last heartbeat, or the creation time if the Job has no readable heartbeat
     silent_for: float  # seconds since last_seen
-    source: str  # "heartbeat" | "creation"
+    source: str  # SERVER_CLOCK | CLIENT_CLOCK | CREATION: where last_seen comes from
 
 
 @dataclass(frozen=True)
@@ -34,14 +44,38 @@ class SweepResult:
     error: str = ""  # why it could not be deleted
 
 
-def _created_at(job: Mapping[str, Any]) -> float | None:
-    created = (job.get("metadata") or {}).get("creationTimestamp")
-    if not created:
+def _timestamp(value: object) -> float | None:
+    """Unix seconds of an API timestamp (`2027-01-15T08:00:00Z`), or None."""
+    if not value:
         return None
     try:
-        return datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def _server_heartbeat(meta: Mapping[str, Any]) -> float | None:
+    """When the API server last stored a heartbeat: the time of the managedFields entry owning the annotation."""
+    times = []
+    for entry in meta.get("managedFields") or []:
+        annotations = (((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {})
+        if f"f:{proxy.HEARTBEAT_ANNOTATION}" in annotations:
+            times.append(_timestamp(entry.get("time")))
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def last_seen(job: Mapping[str, Any]) -> tuple[float | None, str]:
+    """(unix seconds, source) of the proxy's last sign of life: server-stamped heartbeat, client-stamped
+    heartbeat, or creation time, in that order of trust."""
+    meta = job.get("metadata") or {}
+    server = _server_heartbeat(meta)
+    if server is not None:
+        return server, SERVER_CLOCK
+    beat = str((meta.get("annotations") or {}).get(proxy.HEARTBEAT_ANNOTATION, ""))
+    if beat.isdigit():
+        return float(beat), CLIENT_CLOCK
+    return _timestamp(meta.get("creationTimestamp")), CREATION
 
 
 def _is_proxy(job: Mapping[str, Any]) -> bool:
@@ -54,18 +88,19 @@ def stale_proxies(jobs: Iterable[Mapping[str, Any]], now: float, stale_after: fl
 
     Jobs without tpuplane's proxy labels are never touched, whatever selector fetched them. A Job with a missing
     or unreadable heartbeat is judged by its creation time, so a client that died before its first beat is reaped
-    too; one with neither is left alone.
+    too; one with neither is left alone. A heartbeat known only by the client's clock gets
+    CLIENT_CLOCK_SKEW_SECONDS more (see the module docstring).
     """
     stale = []
     for job in jobs:
         if not _is_proxy(job):
             continue
         meta = job.get("metadata") or {}
-        beat = (meta.get("annotations") or {}).get(proxy.HEARTBEAT_ANNOTATION, "")
-        last_seen, source = (float(beat), "heartbeat") if str(beat).isdigit() else (_created_at(job), "creation")
-        if last_seen is None or now - last_seen <= stale_after:
+        seen, source = last_seen(job)
+        allowed = stale_after + (CLIENT_CLOCK_SKEW_SECONDS if source == CLIENT_CLOCK else 0)
+        if seen is None or now - seen <= allowed:
             continue
-        stale.append(StaleProxy(meta.get("namespace", ""), meta.get("name", ""), last_seen, now - last_seen, source))
+        stale.append(StaleProxy(meta.get("namespace", ""), meta.get("name", ""), seen, now - seen, source))
     return sorted(stale, key=lambda p: (p.last_seen, p.namespace, p.name))
 
 
@@ -88,4 +123,6 @@ def delete_proxies(kube: KubeApi, proxies: Iterable[StaleProxy]) -> list[SweepRe
                 results.append(SweepResult(stale, deleted=True))
             else:
                 results.append(SweepResult(stale, deleted=False, error=f"{error.status} {error.reason}"))
+        except ApiUnreachable as error:
+            results.append(SweepResult(stale, deleted=False, error=str(error)))
     return results

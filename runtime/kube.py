@@ -2,21 +2,36 @@
 
 This is the seam tests replace: a test passes an in-memory object with the same methods instead of `KubeApi`.
 Objects go in and come out as plain dicts in the API's JSON form (camelCase), so the callers' decisions work on
-the same shape the renderers produce. Errors are the client's own `ApiException` (status 403, 404, 500, ...);
-the callers decide what each status means. It imports no pulumi, only `kubernetes` (extra `runtime`).
+the same shape the renderers produce. Errors are the client's own `ApiException` (status 403, 404, 500, ...) when
+the server answered, and `ApiUnreachable` when it did not; the callers decide what each means. It imports no
+pulumi, only `kubernetes` (extra `runtime`).
+
+Every call is bounded: `(connect, read)` seconds per request (`DEFAULT_REQUEST_TIMEOUT`), and a caller that waits
+against its own deadline passes `within=` (the seconds it has left), which caps both. urllib3's hidden retries are
+off: a stalled GET retried three times would wait four read timeouts. The callers retry where it is safe.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client import ApiException
 
-__all__ = ["ApiException", "KubeApi", "in_cluster"]
+__all__ = ["ApiException", "ApiUnreachable", "DEFAULT_REQUEST_TIMEOUT", "FIELD_MANAGER", "KubeApi", "in_cluster"]
 
+DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one request
+FIELD_MANAGER = "tpuplane"  # names tpuplane's writes in managedFields, where the janitor finds the server's clock
+JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+_MIN_TIMEOUT = 0.05  # the client rejects a timeout of 0; a spent deadline still gets one short try
 _SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+class ApiUnreachable(ConnectionError):
+    """No answer from the API server (refused, reset, or timed out): a write may or may not have taken effect."""
 
 
 def in_cluster() -> bool:
@@ -24,59 +39,96 @@ def in_cluster() -> bool:
 
 
 class KubeApi:
-    """BatchV1Api + CoreV1Api bound to one kubeconfig context (or the pod's service account in a cluster)."""
+    """BatchV1Api + CoreV1Api + CustomObjectsApi bound to one kubeconfig context (or a pod's service account).
 
-    def __init__(self, api_client: client.ApiClient, context_namespace: str | None):
+    Build it with `from_context`, which also turns urllib3's retries off; a hand-made `api_client` keeps its own.
+    """
+
+    def __init__(self, api_client: client.ApiClient, context_namespace: str | None, *,
+                 request_timeout: tuple[float, float] = DEFAULT_REQUEST_TIMEOUT):
         self._batch = client.BatchV1Api(api_client)
         self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
         self._serialize = api_client.sanitize_for_serialization
         self._context_namespace = context_namespace
+        self._request_timeout = request_timeout
 
     @classmethod
-    def from_context(cls, context: str | None = None) -> "KubeApi":
+    def from_context(cls, context: str | None = None, *,
+                     request_timeout: tuple[float, float] = DEFAULT_REQUEST_TIMEOUT) -> "KubeApi":
         """The kubeconfig's `context` (current one if None); inside a pod without kubeconfig, its service account.
 
         Uses a private ApiClient so that loading a context never changes the process-wide default configuration.
         """
+        configuration = client.Configuration()
+        configuration.retries = False  # see the module docstring
         if context is None and in_cluster() and not os.environ.get("KUBECONFIG") \
                 and not os.path.exists(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)):
-            configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
             with open(_SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as handle:
-                return cls(client.ApiClient(configuration), handle.read().strip() or None)
+                return cls(client.ApiClient(configuration), handle.read().strip() or None,
+                           request_timeout=request_timeout)
         config_file = os.environ.get("KUBECONFIG") or None  # read now: a notebook may set it after import
         contexts, current = config.list_kube_config_contexts(config_file)
         chosen = next((c for c in contexts if c["name"] == context), None) if context else current
         namespace = ((chosen or {}).get("context") or {}).get("namespace")
-        return cls(config.new_client_from_config(config_file, context=context, persist_config=False), namespace)
+        api_client = config.new_client_from_config(config_file, context=context, persist_config=False,
+                                                   client_configuration=configuration)
+        return cls(api_client, namespace, request_timeout=request_timeout)
 
     def context_namespace(self) -> str | None:
         """The namespace the kube context names, if any."""
         return self._context_namespace
 
+    def _call(self, what: str, call: Callable[..., Any], *args: Any, within: float | None = None,
+              **kwargs: Any) -> Any:
+        """`call(*args, **kwargs)` within the request timeout (capped by `within` seconds); transport errors become
+        ApiUnreachable naming `what` was asked."""
+        connect, read = self._request_timeout
+        if within is not None:
+            connect, read = (max(_MIN_TIMEOUT, min(value, within)) for value in (connect, read))
+        try:
+            return call(*args, _request_timeout=(connect, read), **kwargs)
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ApiUnreachable(f"no answer from the Kubernetes API to {what} within {connect:g}s to connect "
+                                 f"and {read:g}s to read: {error}") from error
+
     def create_job(self, namespace: str, manifest: dict[str, Any]) -> None:
-        self._batch.create_namespaced_job(namespace, manifest)
+        self._call(f"create Job {namespace}/{manifest['metadata']['name']}", self._batch.create_namespaced_job,
+                   namespace, manifest, field_manager=FIELD_MANAGER)
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete a Job and, in the background, its pods."""
-        self._batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        self._call(f"delete Job {namespace}/{name}", self._batch.delete_namespaced_job, name, namespace,
+                   propagation_policy="Background")
 
     def patch_job_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self._batch.patch_namespaced_job(name, namespace, {"metadata": {"annotations": annotations}})
+        """A JSON merge patch: only these annotations change, whatever else the Job carries."""
+        self._call(f"patch Job {namespace}/{name}", self._batch.patch_namespaced_job, name, namespace,
+                   {"metadata": {"annotations": annotations}}, field_manager=FIELD_MANAGER,
+                   _content_type="application/merge-patch+json")
 
     def list_jobs(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         """Jobs matching `label_selector` in `namespace`, or in every namespace when it is None."""
         if namespace is None:
-            result = self._batch.list_job_for_all_namespaces(label_selector=label_selector)
+            result = self._call("list Jobs", self._batch.list_job_for_all_namespaces, label_selector=label_selector)
         else:
-            result = self._batch.list_namespaced_job(namespace, label_selector=label_selector)
+            result = self._call(f"list Jobs in {namespace}", self._batch.list_namespaced_job, namespace,
+                                label_selector=label_selector)
         return [self._serialize(item) for item in result.items]
 
-    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        result = self._core.list_namespaced_pod(namespace, label_selector=label_selector)
+    def list_pods(self, namespace: str, label_selector: str, *, within: float | None = None) -> list[dict[str, Any]]:
+        result = self._call(f"list pods in {namespace}", self._core.list_namespaced_pod, namespace,
+                            label_selector=label_selector, within=within)
         return [self._serialize(item) for item in result.items]
 
-    def list_events(self, namespace: str, involved_object: str) -> list[dict[str, Any]]:
+    def list_events(self, namespace: str, involved_object: str, *, within: float | None = None) -> list[dict[str, Any]]:
         """Events about one object (a pod or a Job) by name."""
-        result = self._core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={involved_object}")
+        result = self._call(f"list events in {namespace}", self._core.list_namespaced_event, namespace,
+                            field_selector=f"involvedObject.name={involved_object}", within=within)
         return [self._serialize(item) for item in result.items]
+
+    def get_jobset(self, namespace: str, name: str) -> dict[str, Any]:
+        """A JobSet (jobset.x-k8s.io/v1alpha2), e.g. the Shared Pathways Service's, as a plain dict."""
+        return self._call(f"get JobSet {namespace}/{name}", self._custom.get_namespaced_custom_object,
+                          JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name)

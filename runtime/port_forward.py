@@ -6,20 +6,39 @@ moment it happens, the forwarder is started again on the same local port (JAX_BA
 after the restart budget is spent the failure is kept, with kubectl's last stderr lines, for the session to raise.
 
 The forwarder runs in its own session (process group): Ctrl-C in the terminal reaches Python, which then shuts the
-forwarder down in order, instead of killing it first.
+forwarder down in order, instead of killing it first. That also means nothing else would stop it if Python died
+without cleaning up (SIGKILL, OOM): on Linux the kernel is asked to SIGTERM it when its parent dies
+(prctl PR_SET_PDEATHSIG, which survives exec). A `preexec_fn` would make subprocess fork a multithreaded process
+(JAX warns, and rightly), so a few lines of Python started with `-I -S` set it and then exec kubectl in place.
+The kernel ties the signal to the thread that started the process: the first forwarder to the thread that calls
+`start()`, a restarted one to the watcher thread, which lives as long as the forwarder is supervised.
 """
 
 from __future__ import annotations
 
 import collections
+import os
+import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 STDERR_TAIL_LINES = 20
 _STOP_GRACE_SECONDS = 5.0
+# argv: <parent pid> <program> <args...>. PR_SET_PDEATHSIG is 1 in <linux/prctl.h>; 15 is SIGTERM.
+_DIE_WITH_PARENT = """\
+import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, ctypes.c_ulong(15))
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)  # the parent died before prctl took effect: nobody would ever stop us
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as error:
+    sys.exit(f"cannot run {sys.argv[2]}: {error}")
+"""
 
 
 class ForwarderError(RuntimeError):
@@ -38,6 +57,13 @@ def kubectl_port_forward_argv(kubectl: str, namespace: str, pod: str, local_port
     context_args = ["--context", context] if context else []
     return [kubectl, *context_args, "port-forward", "--namespace", namespace, "--address", "localhost",
             f"pod/{pod}", f"{local_port}:{remote_port}"]
+
+
+def dying_with_parent(argv: Sequence[str]) -> list[str]:
+    """`argv`, started so that the kernel SIGTERMs it when this process dies (Linux); unchanged elsewhere."""
+    if not sys.platform.startswith("linux") or not sys.executable:
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
 def _accepts_connections(port: int) -> bool:
@@ -118,8 +144,11 @@ class PortForwarder:
             return self._process is not None and self._process.poll() is None
 
     def _spawn(self) -> None:
-        process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+        if shutil.which(self.argv[0]) is None:  # said here: behind the wrapper it would only be an exit status
+            raise FileNotFoundError(self.argv[0])
+        process = subprocess.Popen(dying_with_parent(self.argv), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+                                   start_new_session=True)
         reader = threading.Thread(target=self._read_stderr, args=(process,), daemon=True,
                                   name=f"port-forward-stderr-{process.pid}")
         reader.start()
@@ -150,15 +179,19 @@ class PortForwarder:
                 self._restarts_left -= 1
                 if self._on_restart:
                     self._on_restart(self._describe("exited; restarting it"))
-                self._spawn()
+                try:
+                    self._spawn()
+                except OSError as error:  # kubectl gone from PATH mid-session
+                    self._deaths[-1] += f", and could not be started again: {error}"
+                    break
                 if self._stopping.is_set():  # stop() raced with the restart: do not leave the new one behind
                     self.stop()
                     return
                 continue
-            self.failure = ForwarderError(self._describe("died and the restart budget is spent"))
-            if self._on_failure:
-                self._on_failure(self.failure)
-            return
+            break
+        self.failure = ForwarderError(self._describe("died and the restart budget is spent"))
+        if self._on_failure:
+            self._on_failure(self.failure)
 
     def _describe(self, what: str) -> str:
         history = f" ({'; then '.join(self._deaths)})" if self._deaths else ""

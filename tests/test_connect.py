@@ -1,7 +1,8 @@
 """connect(): validation, the proxy Job's life, readiness diagnosis, the supervised port-forward, and cleanup.
 
 A Kubernetes API server cannot exist here, so every test talks to `FakeKube`: an in-memory stand-in implementing
-the methods of `tpuplane.runtime.kube.KubeApi`, raising the client's real `ApiException` when a fault is injected.
+the methods of `tpuplane.runtime.kube.KubeApi`, raising the client's real `ApiException` (or `ApiUnreachable`)
+when a fault is injected, and holding the service's JobSet as rendered by `tpuplane.infra.pathways`.
 The port-forward is real: a real subprocess (`fake kubectl`, a tiny Python script given as `kubectl=`) that
 listens on the local port it is asked for, which tests kill to play a dying `kubectl port-forward`.
 """
@@ -24,12 +25,25 @@ from kubernetes.client import ApiException
 from rich.console import Console
 
 from tpuplane.infra import proxy
+from tpuplane.infra.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.pathways import pathways_service_address, render_pathways_service_jobset
 from tpuplane.runtime import connect as connect_module
 from tpuplane.runtime.connect import ConnectError, ProxyNotReady, connect, describe_pod, recent_events
 from tpuplane.runtime.janitor import stale_proxies
+from tpuplane.runtime.kube import ApiUnreachable
 
-SERVICE = "pathways-service-pathways-head-0-0.pathways-service:29001"
+SERVICE = "pw-pathways-head-0-0.pw.pw.svc:29001"  # what the stack exports for a service named pw
+SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0"
+MATCHING_PROXY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.0"
+EXPLICIT_PROXY = "registry.example.com/pathways/proxy_server:custom"
+
+
+def service_jobset(name="pw", tpu="v6e-4", server_image=SERVER_IMAGE) -> dict:
+    """The service's JobSet exactly as the stack renders it."""
+    return render_pathways_service_jobset(
+        name, spec=resolve_tpu_type(tpu), slices=2, capacity="on-demand", server_image=server_image,
+        gcs_scratch_location="gs://scratch-bucket", cpu_pool="cpu", node_pools=["tpu-0", "tpu-1"])
 
 READY = {"phase": "Running",
          "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
@@ -58,17 +72,23 @@ def api_error(status: int, reason: str, message: str = "") -> ApiException:
 class FakeKube:
     """In-memory stand-in for `KubeApi` (no API server can exist here). Thread-safe: the heartbeat patches from
     its own thread. `pod_states` are the pod statuses successive polls see (the last one repeats); `hooks` run on
-    a call, outside the lock, so a hook may send a signal whose handler calls back in."""
+    a call, outside the lock, so a hook may send a signal whose handler calls back in; the hook
+    `create_job:stored` runs after the Job is stored, and `create_lost` errors are raised after storing it: the
+    server kept the Job but the client never heard so (a lost response, a timeout, a signal)."""
 
-    def __init__(self, pod_states=(READY,), context_namespace=None, events=()):
+    def __init__(self, pod_states=(READY,), context_namespace=None, events=(), jobsets=None):
         self.jobs: dict[tuple[str, str], dict] = {}
-        self.calls: list[tuple[str, str]] = []  # (method, namespace)
+        self.jobsets = {("pw", "pw"): service_jobset()} if jobsets is None else jobsets
+        self.jobset_reads: list[tuple[str, str]] = []
+        self.calls: list[tuple[str, str]] = []  # (method, namespace) of the proxy's own calls
         self.pod_states = list(pod_states)
         self.events = list(events)
         self.polls = 0
         self.patches = 0
         self.create_errors: list[ApiException] = []
+        self.create_lost: list[BaseException] = []
         self.delete_errors: list[ApiException] = []
+        self.jobset_errors: list[Exception] = []
         self.hooks: dict[str, callable] = {}
         self._context_namespace = context_namespace
         self._lock = threading.Lock()
@@ -82,12 +102,35 @@ class FakeKube:
         if method in self.hooks:
             self.hooks[method]()
 
+    @staticmethod
+    def _stamp(job):
+        """What an API server records on each write: the writer's fields and the server's time (managedFields)."""
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        job["metadata"]["managedFields"] = [{
+            "manager": "tpuplane", "operation": "Update", "apiVersion": "batch/v1", "time": when,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{proxy.HEARTBEAT_ANNOTATION}": {}}}}}]
+
+    def get_jobset(self, namespace, name):
+        self.jobset_reads.append((namespace, name))
+        if self.jobset_errors:
+            raise self.jobset_errors.pop(0)
+        if (namespace, name) not in self.jobsets:
+            raise api_error(404, "Not Found", f'jobsets.jobset.x-k8s.io "{name}" not found')
+        return json.loads(json.dumps(self.jobsets[(namespace, name)]))
+
     def create_job(self, namespace, manifest):
         self._called("create_job", namespace)
         if self.create_errors:
             raise self.create_errors.pop(0)
+        stored = json.loads(json.dumps(manifest))
+        self._stamp(stored)
         with self._lock:
-            self.jobs[(namespace, manifest["metadata"]["name"])] = json.loads(json.dumps(manifest))
+            self.jobs[(namespace, manifest["metadata"]["name"])] = stored
+        if "create_job:stored" in self.hooks:
+            self.hooks["create_job:stored"]()
+        if self.create_lost:
+            raise self.create_lost.pop(0)
 
     def delete_job(self, namespace, name):
         self._called("delete_job", namespace)
@@ -103,13 +146,14 @@ class FakeKube:
             if (namespace, name) not in self.jobs:
                 raise api_error(404, "Not Found")
             self.jobs[(namespace, name)]["metadata"]["annotations"].update(annotations)
+            self._stamp(self.jobs[(namespace, name)])
             self.patches += 1
 
     def list_jobs(self, namespace, label_selector):
         with self._lock:
             return [json.loads(json.dumps(job)) for (ns, _), job in self.jobs.items() if namespace in (None, ns)]
 
-    def list_pods(self, namespace, label_selector):
+    def list_pods(self, namespace, label_selector, within=None):
         self._called("list_pods", namespace)
         job_name = label_selector.removeprefix("job-name=")
         with self._lock:
@@ -120,7 +164,7 @@ class FakeKube:
         return [{"metadata": {"name": f"{job_name}-x7k2p", "namespace": namespace,
                               "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": status}]
 
-    def list_events(self, namespace, involved_object):
+    def list_events(self, namespace, involved_object, within=None):
         self._called("list_events", namespace)
         return list(self.events) if involved_object.endswith("-x7k2p") else []
 
@@ -195,11 +239,12 @@ def accepts(port: int) -> bool:
 
 
 def process_gone(pid: int) -> bool:
+    """No such process, or only its zombie (a container's PID 1 may never reap an orphan)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return True
-    return False
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
 
 
 # ---- validation ---------------------------------------------------------------------------------------------------
@@ -233,6 +278,8 @@ def process_gone(pid: int) -> bool:
     ({"namespace": "Team_A"}, "namespace"),
     ({"timeout": 0}, "timeout"),
     ({"heartbeat_interval": -1}, "heartbeat_interval"),
+    ({"heartbeat_interval": proxy.DEFAULT_STALE_AFTER_SECONDS / 4 + 1}, "heartbeat_interval"),
+    ({"pathways_service": "pathways-rm.team-a.svc:29001"}, "proxy_image"),  # no JobSet to read the image from
     ({"max_lifetime": 3, "timeout": 10}, "max_lifetime"),
 ])
 def test_connect_rejects_bad_input_before_creating_anything(overrides, path, kubectl, console):
@@ -249,6 +296,11 @@ def test_connect_lists_every_bad_parameter_at_once(kubectl, console):
     assert [p.path for p in raised.value.problems] == ["pathways_service", "tpus['v9z-4']", "gcs_bucket"]
 
 
+def test_connect_accepts_the_largest_heartbeat_interval(kubectl, console):
+    with session_of(FakeKube(), kubectl, console, heartbeat_interval=proxy.DEFAULT_STALE_AFTER_SECONDS / 4):
+        pass
+
+
 @pytest.mark.parametrize("tpus, expected", [
     ({"v6e-4": 2}, "tpuv6e:2x2,tpuv6e:2x2"),
     ({"tpuv6e:2x2": 1, "v5p-8": 1}, "tpuv6e:2x2,tpuv5:2x2x1"),
@@ -257,10 +309,84 @@ def test_connect_lists_every_bad_parameter_at_once(kubectl, console):
 ])
 def test_connect_asks_for_virtual_slices_by_pathways_instance_type(tpus, expected, kubectl, console):
     kube = FakeKube()
-    with session_of(kube, kubectl, console, tpus=tpus):
+    with session_of(kube, kubectl, console, tpus=tpus, proxy_image=EXPLICIT_PROXY):
         (job,) = kube.jobs.values()
         args = job["spec"]["template"]["spec"]["containers"][0]["args"]
         assert f"--virtual_slices={expected}" in args
+
+
+# ---- matching the service ------------------------------------------------------------------------------------------
+
+
+def proxy_image_of(kube: FakeKube) -> str:
+    (job,) = kube.jobs.values()
+    return job["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+@pytest.mark.parametrize("address", [SERVICE, "pw-pathways-head-0-0.pw:29001",
+                                     "pw-pathways-head-0-0.pw.pw.svc.cluster.local:29001"])
+def test_connect_runs_the_proxy_built_with_the_service_server_image(address, kubectl, console):
+    kube = FakeKube()
+    with session_of(kube, kubectl, console, pathways_service=address) as session:
+        assert proxy_image_of(kube) == MATCHING_PROXY == session.proxy_image
+    assert kube.jobset_reads == [("pw", "pw")]
+
+
+def test_connect_reads_the_jobset_in_the_namespace_the_address_names(kubectl, console):
+    kube = FakeKube(jobsets={("platform", "pw"): service_jobset(server_image=SERVER_IMAGE.replace("0.10.0", "0.9.1"))})
+    with session_of(kube, kubectl, console, pathways_service="pw-pathways-head-0-0.pw.platform.svc:29001"):
+        assert proxy_image_of(kube).endswith("/proxy_server:jax-0.9.1")
+    assert kube.jobset_reads == [("platform", "pw")]
+
+
+def test_connect_address_of_the_stack_is_read_back_to_its_jobset():
+    assert proxy.service_jobset(pathways_service_address("pw")) == ("pw", "pw")
+    assert proxy.service_jobset("pw-pathways-head-0-0.pw:29001") == ("pw", "pw")
+    assert proxy.service_jobset("pathways-head:29001") is None
+
+
+def test_connect_explicit_proxy_image_skips_the_jobset(kubectl, console):
+    kube = FakeKube(jobsets={})
+    with session_of(kube, kubectl, console, proxy_image=EXPLICIT_PROXY):
+        assert proxy_image_of(kube) == EXPLICIT_PROXY
+    assert kube.jobset_reads == []
+
+
+def test_connect_rejects_a_tpu_type_the_service_does_not_offer(kubectl, console):
+    kube = FakeKube()
+    with pytest.raises(ConfigError) as raised:
+        with session_of(kube, kubectl, console, tpus={"v6e-4": 1, "v6e-16": 1}):
+            pass
+    (problem,) = raised.value.problems
+    assert problem.path == "tpus['v6e-16']"
+    assert "tpuv6e:2x2" in problem.allowed and "tpuv6e:4x4" in problem.hint
+    assert kube.calls == [] and kube.jobs == {}
+
+
+@pytest.mark.parametrize("error, why", [
+    (api_error(403, "Forbidden", "jobsets.jobset.x-k8s.io is forbidden"), "may not get jobsets"),
+    (api_error(404, "Not Found"), "pathways_service output"),
+    (ApiUnreachable("no answer from the Kubernetes API"), "no answer"),
+])
+def test_connect_unreadable_jobset_asks_for_proxy_image(error, why, kubectl, console):
+    kube = FakeKube()
+    kube.jobset_errors.append(error)
+    with pytest.raises(ConnectError, match="Pass proxy_image= explicitly") as raised:
+        with session_of(kube, kubectl, console):
+            pass
+    assert why in str(raised.value) and "JobSet pw in namespace pw" in str(raised.value)
+    assert kube.calls == [] and kube.jobs == {}
+
+
+def test_connect_jobset_without_a_server_image_asks_for_proxy_image(kubectl, console):
+    jobset = service_jobset(server_image="registry.example.com/pathways/custom-worker:1")
+    kube = FakeKube(jobsets={("pw", "pw"): jobset})
+    with pytest.raises(ConfigError) as raised:
+        with session_of(kube, kubectl, console):
+            pass
+    (problem,) = raised.value.problems
+    assert problem.path == "proxy_image" and "custom-worker:1" in problem.hint
+    assert kube.jobs == {}
 
 
 # ---- the happy path -----------------------------------------------------------------------------------------------
@@ -436,6 +562,14 @@ def test_connect_fails_clearly_when_the_forwarder_cannot_start(kubectl, console,
     assert "JAX_PLATFORMS" not in os.environ
 
 
+def test_connect_names_a_missing_kubectl(tmp_path, console):
+    kube = FakeKube()
+    with pytest.raises(ConnectError, match="not found: install kubectl or pass kubectl="):
+        with session_of(kube, tmp_path / "no-kubectl", console):
+            pass
+    assert kube.jobs == {}
+
+
 # ---- signals and interpreter exit ---------------------------------------------------------------------------------
 
 
@@ -468,6 +602,36 @@ def test_connect_sigterm_during_wait_cleans_up_then_runs_the_previous_handler(ku
     assert kube.jobs == {}
     assert signal.getsignal(signal.SIGTERM) is previous
     assert forwarder_argvs(kubectl) == []
+
+
+def test_connect_sigterm_while_create_is_in_flight_leaves_no_job(kubectl, console, restore_signals):
+    def previous(signum, frame):
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, previous)
+    kube = FakeKube()
+    kube.hooks["create_job:stored"] = lambda: os.kill(os.getpid(), signal.SIGTERM)  # stored, answer not yet read
+    with pytest.raises(Terminated):
+        with session_of(kube, kubectl, console):
+            pass
+    assert kube.jobs == {}
+    assert [method for method, _ in kube.calls] == ["create_job", "delete_job"]
+
+
+@pytest.mark.parametrize("first_ctrl_c", [True, False], ids=["cleanup-by-first-ctrl-c", "cleanup-by-exit"])
+def test_connect_ctrl_c_during_cleanup_still_deletes_the_job(first_ctrl_c, kubectl, console, restore_signals):
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    kube = FakeKube()
+    kube.hooks["delete_job"] = lambda: os.kill(os.getpid(), signal.SIGINT)  # impatient Ctrl-C, mid-delete
+    with pytest.raises(KeyboardInterrupt):
+        with session_of(kube, kubectl, console) as session:
+            pid = session.forwarder.pid
+            if first_ctrl_c:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)  # the handler runs between bytecodes, long before this ends
+    assert kube.jobs == {}
+    assert process_gone(pid)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_connect_sigterm_with_default_handler_exits_143_after_cleanup(kubectl, console, restore_signals):
@@ -509,12 +673,12 @@ CHILD = textwrap.dedent("""\
         def create_job(self, ns, manifest): self._save({**self._load(), manifest["metadata"]["name"]: manifest})
         def delete_job(self, ns, name): jobs = self._load(); jobs.pop(name); self._save(jobs)
         def patch_job_annotations(self, ns, name, annotations): pass
-        def list_pods(self, ns, selector):
+        def list_pods(self, ns, selector, within=None):
             return [{"metadata": {"name": "p"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}]
-        def list_events(self, ns, name): return []
+        def list_events(self, ns, name, within=None): return []
 
     session = connect("svc:29001", {"v6e-4": 1}, "scratch-bucket", kube=FileKube(sys.argv[1]), kubectl=sys.argv[2],
-                      console=Console(stderr=True))
+                      proxy_image="registry.example.com/pathways/proxy_server:1", console=Console(stderr=True))
     session.__enter__()
     print(session.forwarder.pid, flush=True)
     # leave without __exit__: only the atexit hook can clean up now
@@ -530,7 +694,55 @@ def test_connect_cleans_up_at_interpreter_exit(tmp_path, kubectl):
     assert process_gone(int(child.stdout.split()[0]))
 
 
+FORWARDER_PARENT = textwrap.dedent("""\
+    import sys, time
+    from tpuplane.runtime.port_forward import PortForwarder, free_local_port, kubectl_port_forward_argv
+    port = free_local_port()
+    forwarder = PortForwarder(kubectl_port_forward_argv(sys.argv[1], "default", "p", port, 29000), port)
+    forwarder.start()
+    print(forwarder.pid, flush=True)
+    time.sleep(120)
+""")
+
+
+def test_port_forward_dies_with_a_sigkilled_client(kubectl):
+    parent = subprocess.Popen([sys.executable, "-c", FORWARDER_PARENT, str(kubectl)], stdout=subprocess.PIPE,
+                              text=True)
+    forwarder = int(parent.stdout.readline())
+    try:
+        parent.kill()  # SIGKILL: no cleanup runs in the client
+        parent.wait(timeout=10)
+        wait_until(lambda: process_gone(forwarder))
+    finally:
+        if not process_gone(forwarder):
+            os.kill(forwarder, signal.SIGKILL)
+        parent.stdout.close()
+
+
 # ---- API errors ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lost", [ApiUnreachable("read timed out"), KeyboardInterrupt()])
+def test_connect_deletes_a_job_stored_before_the_response_was_lost(lost, kubectl, console):
+    kube = FakeKube()
+    kube.create_lost.append(lost)
+    with pytest.raises((ConnectError, KeyboardInterrupt)):
+        with session_of(kube, kubectl, console):
+            pass
+    assert [method for method, _ in kube.calls] == ["create_job", "delete_job"]
+    assert kube.jobs == {}
+
+
+def test_connect_conflict_leaves_the_other_job_alone(kubectl, console, monkeypatch):
+    monkeypatch.setattr(connect_module, "_random_suffix", lambda: "taken")
+    kube = FakeKube()
+    name = proxy.proxy_job_name(connect_module._user(), "taken")
+    kube.jobs[("default", name)] = {"metadata": {"name": name}}
+    kube.create_errors.append(api_error(409, "Conflict", f'jobs.batch "{name}" already exists'))
+    with pytest.raises(ConnectError, match="409 Conflict"):
+        with session_of(kube, kubectl, console):
+            pass
+    assert list(kube.jobs) == [("default", name)]
 
 
 def test_connect_forbidden_create_is_a_clear_error_with_nothing_to_clean(kubectl, console):

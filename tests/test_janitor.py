@@ -7,6 +7,7 @@ janitor uses, raising the client's real `ApiException` when a fault is injected.
 from __future__ import annotations
 
 import io
+from datetime import datetime, timezone
 
 import pytest
 from kubernetes.client import ApiException
@@ -14,17 +15,32 @@ from rich.console import Console
 
 from tpuplane.cli.janitor import EXIT_DELETE_FAILED, run_janitor
 from tpuplane.infra import proxy
-from tpuplane.runtime.janitor import delete_proxies, find_stale_proxies, stale_proxies
+from tpuplane.runtime.janitor import CLIENT_CLOCK, CLIENT_CLOCK_SKEW_SECONDS, CREATION, SERVER_CLOCK, delete_proxies, \
+    find_stale_proxies, stale_proxies
+from tpuplane.runtime.kube import ApiUnreachable
 
 NOW = 1_800_000_000.0
 STALE_AFTER = 600
 
 
-def job(name, namespace="team-a", heartbeat: object = NOW, labels=None, created="2027-01-15T08:00:00Z"):
+def job(name, namespace="team-a", heartbeat: object = NOW, labels=None, created="2027-01-15T08:00:00Z",
+        stored_at: float | None = None):
+    """A proxy Job in API JSON form; `stored_at`: when the API server stored the last heartbeat (managedFields)."""
     annotations = {} if heartbeat is None else {proxy.HEARTBEAT_ANNOTATION: str(heartbeat)}
-    return {"metadata": {"name": name, "namespace": namespace, "creationTimestamp": created,
-                         "labels": dict(proxy.PROXY_LABELS) if labels is None else labels,
-                         "annotations": annotations}}
+    meta = {"name": name, "namespace": namespace, "creationTimestamp": created,
+            "labels": dict(proxy.PROXY_LABELS) if labels is None else labels, "annotations": annotations}
+    if stored_at is not None:
+        meta["managedFields"] = [
+            {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+             "time": iso(NOW), "fieldsV1": {"f:status": {"f:active": {}}}},
+            {"manager": "tpuplane", "operation": "Update", "time": iso(stored_at),
+             "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{proxy.HEARTBEAT_ANNOTATION}": {}}}}},
+        ]
+    return {"metadata": meta}
+
+
+def iso(unix: float) -> str:
+    return datetime.fromtimestamp(unix, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class JobStore:
@@ -54,10 +70,27 @@ class JobStore:
 
 
 def test_stale_proxies_picks_silent_heartbeats_only():
-    jobs = [job("fresh", heartbeat=int(NOW - 30)), job("edge", heartbeat=int(NOW - STALE_AFTER)),
-            job("dead", heartbeat=int(NOW - STALE_AFTER - 1))]
+    jobs = [job("fresh", stored_at=NOW - 30), job("edge", stored_at=NOW - STALE_AFTER),
+            job("dead", stored_at=NOW - STALE_AFTER - 1)]
     (stale,) = stale_proxies(jobs, NOW, STALE_AFTER)
-    assert (stale.name, stale.source, stale.silent_for) == ("dead", "heartbeat", STALE_AFTER + 1)
+    assert (stale.name, stale.source, stale.silent_for) == ("dead", SERVER_CLOCK, STALE_AFTER + 1)
+
+
+def test_stale_proxies_trusts_the_server_clock_over_a_fast_client_clock():
+    """The client's clock runs an hour ahead: its annotation looks fresh, the server knows it is not."""
+    (stale,) = stale_proxies([job("dead", heartbeat=int(NOW + 3600), stored_at=NOW - 3600)], NOW, STALE_AFTER)
+    assert (stale.source, stale.silent_for) == (SERVER_CLOCK, 3600)
+
+
+def test_stale_proxies_keeps_a_live_proxy_whose_client_clock_is_slow():
+    """The client's clock runs an hour behind: the annotation looks dead, the server stored it 10 s ago."""
+    assert stale_proxies([job("alive", heartbeat=int(NOW - 3600), stored_at=NOW - 10)], NOW, STALE_AFTER) == []
+
+
+def test_stale_proxies_allows_for_skew_when_only_the_client_clock_is_known():
+    skewed = job("skewed", heartbeat=int(NOW - STALE_AFTER - CLIENT_CLOCK_SKEW_SECONDS))
+    dead = job("dead", heartbeat=int(NOW - STALE_AFTER - CLIENT_CLOCK_SKEW_SECONDS - 1))
+    assert [(p.name, p.source) for p in stale_proxies([skewed, dead], NOW, STALE_AFTER)] == [("dead", CLIENT_CLOCK)]
 
 
 def test_stale_proxies_never_touches_other_jobs():
@@ -70,7 +103,7 @@ def test_stale_proxies_never_touches_other_jobs():
 def test_stale_proxies_judges_a_job_without_heartbeat_by_its_age():
     old = job("no-beat", heartbeat=None, created="2020-01-01T00:00:00Z")
     new = job("unreadable", heartbeat="soon", created="2027-01-15T08:00:00Z")  # NOW is 08:00 that day
-    assert [(p.name, p.source) for p in stale_proxies([old, new], NOW, STALE_AFTER)] == [("no-beat", "creation")]
+    assert [(p.name, p.source) for p in stale_proxies([old, new], NOW, STALE_AFTER)] == [("no-beat", CREATION)]
 
 
 def test_stale_proxies_oldest_first():
@@ -88,13 +121,15 @@ def test_find_stale_proxies_asks_by_the_proxy_labels():
 
 
 def test_delete_proxies_continues_past_a_failure_and_counts_404_as_done():
-    store = JobStore(job("a", heartbeat=0), job("b", heartbeat=0), job("c", heartbeat=0))
+    store = JobStore(*(job(name, heartbeat=0) for name in "abcd"))
     store.delete_errors["a"] = ApiException(status=500, reason="Internal Server Error")
     store.delete_errors["b"] = ApiException(status=404, reason="Not Found")
+    store.delete_errors["c"] = ApiUnreachable("no answer from the Kubernetes API")
     results = delete_proxies(store, stale_proxies(store.list_jobs(None, ""), NOW, STALE_AFTER))
     assert [(r.proxy.name, r.deleted, r.error) for r in results] == [
-        ("a", False, "500 Internal Server Error"), ("b", True, ""), ("c", True, "")]
-    assert set(store.jobs) == {("team-a", "a"), ("team-a", "b")}
+        ("a", False, "500 Internal Server Error"), ("b", True, ""), ("c", False, "no answer from the Kubernetes API"),
+        ("d", True, "")]
+    assert set(store.jobs) == {("team-a", "a"), ("team-a", "b"), ("team-a", "c")}
 
 
 # ---- the command ----------------------------------------------------------------------------------------------------

@@ -35,3 +35,14 @@ def test_layers_install_under_the_tpuplane_namespace_only():
     found = run_python("import importlib.util as u\n"
                        "print([m for m in ('infra', 'components', 'runtime', 'cli', 'stacks') if u.find_spec(m)])")
     assert found == "[]"
+
+
+def test_cli_starts_without_the_runtime_and_infra_extras():
+    """A bare `pip install tpuplane` runs the catalog: kubernetes, cloudpickle and pulumi are blocked here."""
+    out = run_python("import sys, json\n"
+                     "for m in ('kubernetes', 'cloudpickle', 'pulumi', 'pulumi_gcp', 'jax'): sys.modules[m] = None\n"
+                     "from typer.testing import CliRunner\n"
+                     "from tpuplane.cli.main import app\n"
+                     "result = CliRunner().invoke(app, ['catalog', 'v6e-16', '--json'])\n"
+                     "print(result.exit_code, json.loads(result.stdout)['chips'])")
+    assert out == "0 16"

@@ -14,7 +14,8 @@ import yaml
 
 from tpuplane.components.janitor import ProxyJanitor
 from tpuplane.components.offline import run_under_mocks
-from tpuplane.infra import proxy
+from tpuplane.infra import pathways, proxy
+from tpuplane.infra.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
 
 K8S_VERSION = "1.30"
@@ -24,8 +25,8 @@ K8S_VERSION = "1.30"
 def job_spec() -> proxy.ProxyJobSpec:
     return proxy.ProxyJobSpec(
         name=proxy.proxy_job_name("alice", "ab1cd"), namespace="team-a",
-        service="pathways-service-pathways-head-0-0.pathways-service:29001",
-        slices=tuple(proxy.parse_tpus({"v6e-4": 2})), gcs_location="gs://scratch-bucket/tmp", heartbeat=1_700_000_000)
+        service="pw-pathways-head-0-0.pw.pw.svc:29001", slices=tuple(proxy.parse_tpus({"v6e-4": 2})),
+        gcs_location="gs://scratch-bucket/tmp", heartbeat=1_700_000_000, image=proxy.EXAMPLE_PROXY_IMAGE)
 
 
 def container(job: dict) -> dict:
@@ -49,7 +50,7 @@ def test_render_proxy_job_is_deterministic(job_spec):
 def test_render_proxy_job_args_ask_the_resource_manager_for_virtual_slices(job_spec):
     assert container(proxy.render_proxy_job(job_spec))["args"] == [
         "--server_port=29000",
-        "--resource_manager_address=pathways-service-pathways-head-0-0.pathways-service:29001",
+        "--resource_manager_address=pw-pathways-head-0-0.pw.pw.svc:29001",
         "--gcs_scratch_location=gs://scratch-bucket/tmp",
         "--virtual_slices=tpuv6e:2x2,tpuv6e:2x2",
     ]
@@ -121,6 +122,65 @@ def test_proxy_image_for_keeps_the_server_tag(server, expected):
 def test_proxy_image_for_rejects_other_images():
     with pytest.raises(ConfigError, match="server_image"):
         proxy.proxy_image_for("us-docker.pkg.dev/x/pathways/worker:jax-0.9.0")
+
+
+# ---- reading the service ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("address, jobset", [
+    ("pw-pathways-head-0-0.pw.pw.svc:29001", ("pw", "pw")),
+    ("pw-pathways-head-0-0.pw.team-x.svc.cluster.local:29001", ("team-x", "pw")),
+    ("pw-pathways-head-0-0.pw:29001", ("pw", "pw")),  # short form: the stack's namespace is the service's name
+    ("pw-pathways-head-0-0.other.pw.svc:29001", None),  # the subdomain is not the JobSet's
+    ("pw-pathways-head-0-0.pw.pw.svc.example.com:29001", None),
+    ("pathways-head-0-0.pw:29001", None),
+    ("rm.pw.svc:29001", None),
+])
+def test_service_jobset_reads_name_and_namespace_from_the_address(address, jobset):
+    assert proxy.service_jobset(address) == jobset
+
+
+def test_service_jobset_reads_back_every_address_the_stack_renders():
+    for name in ("pw", "pathways-service", "a" * 20):
+        assert proxy.service_jobset(pathways.pathways_service_address(name)) == (name, name)
+    assert pathways.pathways_head_host("pw").split(".")[0].endswith(proxy.SERVICE_HEAD_POD_SUFFIX)
+    assert pathways.WORKER_JOB in proxy.SERVICE_WORKER_JOBS
+    assert pathways.WORKER_CONTAINER in proxy.SERVICE_WORKER_CONTAINERS
+
+
+def rendered_service(tpu: str = "v6e-16", server_image: str = "us-docker.pkg.dev/p/pathways/server:jax-0.10.0",
+                     sidecar_image: str | None = None) -> dict:
+    return pathways.render_pathways_service_jobset(
+        "pw", spec=resolve_tpu_type(tpu), slices=2, capacity="on-demand", server_image=server_image,
+        gcs_scratch_location="gs://b", cpu_pool="cpu", node_pools=["a", "b"], sidecar_image=sidecar_image)
+
+
+def test_read_service_jobset_finds_the_worker_image_and_instance_type():
+    facts = proxy.read_service_jobset(rendered_service(sidecar_image="us-docker.pkg.dev/p/sidecar:1"))
+    assert facts == proxy.ServiceFacts("us-docker.pkg.dev/p/pathways/server:jax-0.10.0", ("tpuv6e:4x4",))
+    assert proxy.proxy_image_from_service(facts, "pw/pw") == "us-docker.pkg.dev/p/pathways/proxy_server:jax-0.10.0"
+
+
+def test_read_service_jobset_accepts_the_worker_spelling_of_other_tools():
+    jobset = {"spec": {"replicatedJobs": [{"name": "worker", "template": {"spec": {"template": {"spec": {
+        "containers": [{"name": "pathways-worker", "image": "r/pathways/server:jax-0.8.0",
+                        "args": ["--instance_type=tpuv5e:4x4", "--server_port=29005"]}]}}}}}]}}
+    assert proxy.read_service_jobset(jobset) == proxy.ServiceFacts("r/pathways/server:jax-0.8.0", ("tpuv5e:4x4",))
+
+
+def test_proxy_image_from_service_without_a_worker_asks_for_the_image():
+    with pytest.raises(ConfigError) as raised:
+        proxy.proxy_image_from_service(proxy.read_service_jobset({"spec": {}}), "pw/pw")
+    (problem,) = raised.value.problems
+    assert problem.path == "proxy_image" and "no pathways-worker container" in problem.hint
+
+
+def test_offered_instance_type_problems_name_what_the_service_serves():
+    requested = [("v6e-16", resolve_tpu_type("v6e-16")), ("v6e-4", resolve_tpu_type("v6e-4"))]
+    (problem,) = proxy.offered_instance_type_problems(requested, ("tpuv6e:4x4",))
+    assert (problem.path, problem.given) == ("tpus['v6e-4']", "v6e-4")
+    assert "tpuv6e:4x4" in problem.allowed and "tpuv6e:2x2" in problem.hint
+    assert proxy.offered_instance_type_problems(requested, ()) == []
 
 
 @pytest.mark.parametrize("location, normalized", [
