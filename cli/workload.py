@@ -2,6 +2,8 @@
 
 Output is deterministic (sorted keys; list order is meaningful and kept). With `--stack` or `--config`, the
 workload is checked against that stack's pools and queues first; bad input exits 2 with the ConfigError message.
+JobSets rendered here are for `kubectl` users, so they keep xpk's `ttlSecondsAfterFinished` (12 h) unless told
+otherwise; JobSets a Pulumi stack owns have none (see `tpuplane.components.workload`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from rich.markup import escape
 from tpuplane.infra.config import StackConfig, config_path, load_stack_config
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.experiments import load_experiment, render_experiment
-from tpuplane.infra.workload import TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
+from tpuplane.infra.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
 
 EXIT_BAD_INPUT = 2
 
@@ -69,7 +71,7 @@ def render_command(
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
     max_restarts: int = typer.Option(0, "--max-restarts", help="JobSet restarts on retryable exit codes."),
     restart_on_exit_codes: list[int] = typer.Option([], "--restart-on-exit-code", help="Also retry on this code."),
-    ttl: int = typer.Option(43200, "--ttl-seconds-after-finished", help="Keep the finished JobSet this long."),
+    ttl: int = typer.Option(DEFAULT_TTL, "--ttl-seconds-after-finished", help="Keep the finished JobSet this long."),
     stack: Optional[str] = _STACK,
     config: Optional[Path] = _CONFIG,
     project_dir: Path = _PROJECT,
@@ -97,8 +99,12 @@ def experiment_render_command(
     config: Optional[Path] = _CONFIG,
     project_dir: Path = _PROJECT,
 ) -> None:
-    """Print one JobSet per trial, as a multi-document YAML stream."""
+    """Print one JobSet per trial, as a multi-document YAML stream (finished JobSets kept 12 h unless the file
+    sets ttlSecondsAfterFinished)."""
     try:
-        _print_yaml(render_experiment(load_experiment(file), _stack_config(stack, config, project_dir)))
+        experiment = load_experiment(file)
+        if experiment.ttl_seconds_after_finished is None:
+            experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
+        _print_yaml(render_experiment(experiment, _stack_config(stack, config, project_dir)))
     except ConfigError as exc:
         _fail(exc)

@@ -3,7 +3,9 @@
 Ordering is explicit, because Kueue's webhook refuses objects for 10-30 s after its pod is Ready (kueue#13036):
 1. the Kueue and JobSet Helm releases (Pulumi waits until their Deployments are ready);
 2. the `kueue-webhook-ready` Job in kueue-system, which dry-run-creates a ResourceFlavor through the API server
-   until Kueue's webhook accepts it; Pulumi's Job await waits for it to complete;
+   until Kueue's webhook accepts it; Pulumi's Job await waits for it to complete. Kueue's
+   `managedJobsNamespaceSelector` leaves kueue-system (and kube-system, jobset-system, the Pathways service's
+   namespace) out of its Job webhooks, so the gate's own Job is never refused while the webhook is down;
 3. every Kueue object `depends_on` that Job (and flavors/checks come before the queues that name them, so a
    destroy removes queues first).
 PriorityClasses and team Namespaces are core objects and need neither controller.

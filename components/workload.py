@@ -4,6 +4,11 @@
 Every check runs before the component registers, so a workload for a TPU type no pool provides stops
 `pulumi preview` with a ConfigError. Given the stack's `BatchStack`, JobSets wait for the JobSet controller,
 Kueue's webhook and the LocalQueues (a JobSet created before them would be rejected or never admitted).
+
+A JobSet's spec is immutable, so any change to it replaces the JobSet (deleted first: the name is fixed), i.e.
+re-runs it. JobSets a stack owns carry no `ttlSecondsAfterFinished` unless the spec asks for one: a finished
+JobSet the TTL deleted would vanish on `pulumi refresh` and be created, i.e. run, again by the next `pulumi up`.
+Delete a finished run by removing it from the program.
 """
 
 from __future__ import annotations
@@ -27,6 +32,12 @@ def _batch_dependencies(batch: BatchStack | None) -> list[pulumi.Resource]:
     return [batch.jobset_release, batch.webhook_ready, *batch.queue_resources]
 
 
+def jobset_options(parent: pulumi.Resource, batch: BatchStack | None) -> pulumi.ResourceOptions:
+    """A JobSet's spec cannot be patched: replace it on any spec change, deleting the old one first (same name)."""
+    return pulumi.ResourceOptions(parent=parent, depends_on=_batch_dependencies(batch),
+                                  replace_on_changes=["spec"], delete_before_replace=True)
+
+
 class TpuWorkload(pulumi.ComponentResource):
     """One JobSet, checked against the stack's pools and queues."""
 
@@ -38,8 +49,7 @@ class TpuWorkload(pulumi.ComponentResource):
         manifest = render_tpu_jobset(workload, cfg)
         super().__init__("tpuplane:index:TpuWorkload", name, {}, opts)
         self.jobset_name = manifest["metadata"]["name"]
-        self.jobset = manifest_resource(
-            manifest, pulumi.ResourceOptions(parent=self, depends_on=_batch_dependencies(batch)))
+        self.jobset = manifest_resource(manifest, jobset_options(self, batch))
         self.register_outputs({"jobsetName": self.jobset_name, "namespace": manifest["metadata"]["namespace"]})
 
 
@@ -53,8 +63,7 @@ class TpuExperiment(pulumi.ComponentResource):
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         manifests = render_experiment(experiment, cfg)
         super().__init__("tpuplane:index:TpuExperiment", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self, depends_on=_batch_dependencies(batch))
-        self.jobsets = [manifest_resource(m, child) for m in manifests]
+        self.jobsets = [manifest_resource(m, jobset_options(self, batch)) for m in manifests]
         self.trial_names = [m["metadata"]["name"] for m in manifests]
         self.register_outputs({"trials": self.trial_names})
 

@@ -4,12 +4,16 @@
 - `trials`: an explicit list of parameter sets;
 - neither: a single run of the template.
 The template may hold several jobs: they form a job group, gang-scheduled in one JobSet (one replicated job per
-member). A trial named `<experiment>-<index>` passes its parameters to every job as `--key=value` arguments and as
-JSON in `TPUPLANE_TRIAL_PARAMS`.
+member). A trial is named `<experiment>-<id>`, its id six characters of a hash of its parameters (canonical JSON),
+so a name always means the same parameters: adding a value to a grid or reordering trials never renames a trial
+or gives an existing name (and so an existing JobSet) other parameters. It passes its parameters to every job
+as `--key=value` arguments and as JSON in `TPUPLANE_TRIAL_PARAMS`.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
 import re
@@ -29,6 +33,7 @@ ParamValue = Union[bool, int, float, str]
 EXPERIMENT_LABEL = "tpuplane.dev/experiment"
 TRIAL_LABEL = "tpuplane.dev/trial"
 TRIAL_PARAMS_ENV = "TPUPLANE_TRIAL_PARAMS"
+TRIAL_ID_LENGTH = 6  # base32 (a-z, 2-7): 30 bits; a collision inside one sweep is refused, never silent
 MAX_TRIALS = 1000  # a typo in a grid must not submit ten thousand JobSets
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
@@ -41,9 +46,20 @@ class ExperimentSpec(TpuWorkloadSpec):
     description: str = Field("", max_length=2000)
 
 
+def canonical_params(params: dict[str, ParamValue]) -> str:
+    """The one JSON spelling of a parameter set (sorted keys, no spaces): `1`, `1.0`, `true` and `"1"` differ."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+def trial_id(params: dict[str, ParamValue]) -> str:
+    """Six DNS-safe characters (lowercase base32) of the SHA-256 of the canonical parameters."""
+    digest = hashlib.sha256(canonical_params(params).encode()).digest()
+    return base64.b32encode(digest).decode().lower()[:TRIAL_ID_LENGTH]
+
+
 @dataclass(frozen=True)
 class Trial:
-    index: int | None  # None: the experiment has no sweep and runs once under its own name
+    id: str | None  # None: the experiment has no sweep and runs once under its own name
     params: dict[str, ParamValue]
 
 
@@ -51,15 +67,24 @@ def expand_trials(exp: ExperimentSpec) -> list[Trial]:
     """The trials in a stable order: grid product over sorted keys, or the listed trials in file order."""
     if exp.grid:
         keys = sorted(exp.grid)
-        combos = itertools.product(*(exp.grid[k] for k in keys))
-        return [Trial(i, dict(zip(keys, values))) for i, values in enumerate(combos)]
-    if exp.trials:
-        return [Trial(i, dict(sorted(t.items()))) for i, t in enumerate(exp.trials)]
-    return [Trial(None, {})]
+        combos = [dict(zip(keys, values)) for values in itertools.product(*(exp.grid[k] for k in keys))]
+    elif exp.trials:
+        combos = [dict(sorted(t.items())) for t in exp.trials]
+    else:
+        return [Trial(None, {})]
+    return [Trial(trial_id(params), params) for params in combos]
 
 
 def trial_name(exp: ExperimentSpec, trial: Trial) -> str:
-    return exp.name if trial.index is None else f"{exp.name}-{trial.index}"
+    return exp.name if trial.id is None else f"{exp.name}-{trial.id}"
+
+
+def trial_labels(exp: ExperimentSpec, trial: Trial) -> dict[str, str]:
+    """tpuplane's labels of a trial's JobSet and pods: which experiment, which trial."""
+    labels = {EXPERIMENT_LABEL: exp.name}
+    if trial.id is not None:
+        labels[TRIAL_LABEL] = trial.id
+    return labels
 
 
 def param_arg(key: str, value: ParamValue) -> str:
@@ -68,15 +93,33 @@ def param_arg(key: str, value: ParamValue) -> str:
 
 
 def trial_workload(exp: ExperimentSpec, trial: Trial) -> TpuWorkloadSpec:
-    """The workload of one trial: the template's jobs with the trial's arguments, env and labels added."""
+    """The workload of one trial: the template's jobs with the trial's arguments and env added (its labels come
+    from `trial_labels` at render time, after the user's labels are checked)."""
     args = [param_arg(k, v) for k, v in trial.params.items()]
-    env = {TRIAL_PARAMS_ENV: json.dumps(trial.params, sort_keys=True, separators=(",", ":"))} if trial.params else {}
+    env = {TRIAL_PARAMS_ENV: canonical_params(trial.params)} if trial.params else {}
     jobs = [job.model_copy(update={"args": [*job.args, *args], "env": {**job.env, **env}}) for job in exp.jobs]
-    labels = {**exp.labels, EXPERIMENT_LABEL: exp.name}
-    if trial.index is not None:
-        labels[TRIAL_LABEL] = str(trial.index)
     fields = {k: getattr(exp, k) for k in TpuWorkloadSpec.model_fields}
-    return TpuWorkloadSpec(**{**fields, "name": trial_name(exp, trial), "jobs": jobs, "labels": labels})
+    return TpuWorkloadSpec(**{**fields, "name": trial_name(exp, trial), "jobs": jobs})
+
+
+def _same_id_problems(exp: ExperimentSpec, trials: list[Trial]) -> list[Problem]:
+    """Two trials with one id: the same parameters twice (a repeated grid value or trial), or (rarely) two
+    parameter sets whose hashes meet."""
+    problems = []
+    first: dict[str | None, int] = {}
+    for i, trial in enumerate(trials):
+        j = first.setdefault(trial.id, i)
+        if j == i:
+            continue
+        path = "grid" if exp.grid else f"trials[{i}]"
+        if trials[j].params == trial.params:
+            problems.append(Problem(path, trial.params, "a parameter set no other trial has",
+                                    f"trial {j} has the same parameters: remove the repeated value or trial"))
+        else:
+            problems.append(Problem(path, trial.params, f"parameters whose trial id differs from trial {j}'s "
+                                    f"({trial.id})", "a rare hash collision: add a parameter that tells them "
+                                    "apart, e.g. seed"))
+    return problems
 
 
 def experiment_problems(exp: ExperimentSpec, cfg: StackConfig | None = None) -> list[Problem]:
@@ -98,16 +141,19 @@ def experiment_problems(exp: ExperimentSpec, cfg: StackConfig | None = None) -> 
     if len(trials) > MAX_TRIALS:
         problems.append(Problem("grid", f"{len(trials)} trials", f"at most {MAX_TRIALS}", "split the sweep"))
         return problems
+    problems += _same_id_problems(exp, trials)
     if not DNS_LABEL.fullmatch(exp.name):
         problems.append(Problem("name", exp.name, "lowercase letters, digits and '-', starting with a letter"))
         return problems
-    longest = trial_workload(exp, trials[-1])
-    limit = max_name_length(longest) - (len(longest.name) - len(exp.name))
+    sample = trial_workload(exp, trials[-1])  # every trial name has the same length
+    limit = max_name_length(sample) - (len(sample.name) - len(exp.name))
     if len(exp.name) > limit:
-        problems.append(Problem("name", exp.name, f"at most {limit} characters with {len(trials)} trials",
-                                f"trial JobSets are named like '{longest.name}'"))
+        problems.append(Problem("name", exp.name, f"at most {limit} characters"
+                                + (f" (trial names add '-' and a {TRIAL_ID_LENGTH}-character id)" if trials[-1].id
+                                   else ""),
+                                f"trial JobSets are named like '{sample.name}'"))
         return problems
-    return problems + [p for p in workload_problems(longest, cfg) if p.path != "name"]
+    return problems + [p for p in workload_problems(sample, cfg) if p.path != "name"]
 
 
 def render_experiment(exp: ExperimentSpec, cfg: StackConfig | None = None) -> list[dict[str, Any]]:
@@ -115,7 +161,8 @@ def render_experiment(exp: ExperimentSpec, cfg: StackConfig | None = None) -> li
     problems = experiment_problems(exp, cfg)
     if problems:
         raise ConfigError(problems)
-    return [render_tpu_jobset(trial_workload(exp, t), cfg) for t in expand_trials(exp)]
+    return [render_tpu_jobset(trial_workload(exp, t), cfg, system_labels=trial_labels(exp, t))
+            for t in expand_trials(exp)]
 
 
 def load_experiment(path: Path) -> ExperimentSpec:

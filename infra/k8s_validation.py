@@ -5,6 +5,9 @@
 - Kueue and JobSet kinds against the project's own strict schemas in `tpuplane.infra.schemas`
   (`<group>_<version>_<Kind>.json`), which list only the fields tpuplane emits and their close siblings.
 - A JobSet's Job templates are checked as batch/v1 Jobs, so the pod specs inside are held to the same standard.
+- The ClusterQueue rules the API server enforces beyond the schema (CEL and Kueue's webhook) that tpuplane's
+  renderers could break: one quota per covered resource, in order; borrowingLimit only in a cohort;
+  lendingLimit at most nominalQuota.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Iterable
 
 import jsonschema
 import kubernetes_validate
+from kubernetes.utils import parse_quantity
 
 K8S_VERSION = "1.32.0"
 _OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io")
@@ -68,6 +72,27 @@ def _jobset_template_errors(obj: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _cluster_queue_rule_errors(obj: dict[str, Any]) -> list[str]:
+    spec = obj.get("spec", {})
+    errors = []
+    for g, group in enumerate(spec.get("resourceGroups", [])):
+        covered = group.get("coveredResources", [])
+        for f, flavor in enumerate(group.get("flavors", [])):
+            where = f"{_where(obj)}: spec.resourceGroups.{g}.flavors.{f}"
+            resources = flavor.get("resources", [])
+            if [r.get("name") for r in resources] != covered:
+                errors.append(f"{where}.resources: flavors must have the same resources as coveredResources "
+                              f"{covered}, in order")
+            for r, resource in enumerate(resources):
+                if "borrowingLimit" in resource and "cohortName" not in spec:
+                    errors.append(f"{where}.resources.{r}.borrowingLimit: must be nil when cohortName is empty")
+                if "lendingLimit" in resource and (parse_quantity(resource["lendingLimit"])
+                                                   > parse_quantity(resource["nominalQuota"])):
+                    errors.append(f"{where}.resources.{r}.lendingLimit: must be less than or equal to "
+                                  f"nominalQuota ({resource['nominalQuota']})")
+    return errors
+
+
 def manifest_errors(obj: dict[str, Any]) -> list[str]:
     """Every violation found in one object (empty when valid)."""
     group = obj.get("apiVersion", "").rpartition("/")[0]
@@ -75,6 +100,8 @@ def manifest_errors(obj: dict[str, Any]) -> list[str]:
         errors = _own_schema_errors(obj)
         if obj.get("kind") == "JobSet":
             errors += _jobset_template_errors(obj)
+        if obj.get("kind") == "ClusterQueue" and not errors:  # the rules read a well-formed spec
+            errors += _cluster_queue_rule_errors(obj)
         return errors
     return _core_errors(obj)
 

@@ -1,10 +1,13 @@
 """Kueue and JobSet for the fleet, as pure renderers: Helm values, queue objects, priorities, the webhook gate.
 
 Every object is derived from the TPU pools, so a quota can never disagree with the capacity it stands for:
-- one ResourceFlavor per distinct set of TPU node labels (accelerator, topology, and the spot/queued label);
-- ClusterQueue quota of `google.com/tpu` per flavor = the chips of that flavor's pools (`slice_chips`);
-- teams split every quota by share (largest remainder, exact sums) inside one cohort, lend idle chips,
-  and reclaim them by preemption.
+- one ResourceFlavor per distinct set of TPU node labels (accelerator, topology, host machine type, and the
+  spot/queued label);
+- ClusterQueue quota of `google.com/tpu` per flavor = the chips of that flavor's Kueue slices (slices x chips
+  per slice; slices a service holds outside Kueue are not counted);
+- teams split every flavor's SLICES by share (largest remainder, exact sums), so every team quota is a whole
+  number of slices: a TPU workload takes whole slices, and a quota of 1.5 slices would only ever admit one.
+  Teams sit in one cohort, lend idle slices, and reclaim them by preemption.
 Kueue objects use `kueue.x-k8s.io/v1beta2` field names (`cohortName`, `admissionChecksStrategy`).
 """
 
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from tpuplane.infra.errors import Problem
 from tpuplane.infra.kueue_config import (
     JOBSET_NAMESPACE,
     KUEUE_NAMESPACE,
@@ -30,7 +34,6 @@ from tpuplane.infra.scheduling import (
     QUEUED_TAINT_KEY,
     TPU_RESOURCE,
     capacity_class,
-    slice_chips,
     tpu_node_labels,
     tpu_node_taints,
     tpu_tolerations,
@@ -55,6 +58,12 @@ GKE_MANAGED_TOLERATION = {"key": "components.gke.io/gke-managed-components", "op
                           "value": "true", "effect": "NoSchedule"}
 WEBHOOK_PROBE = "kueue-webhook-ready"
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.32.0"  # shell-free kubectl; the Job's retries are the loop
+# The well-known label kubelet sets on every node: it tells a 2x4 slice on two ct6e-standard-4t VMs from one on
+# a single ct6e-standard-8t VM, which share accelerator and topology labels.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# Namespaces whose Jobs and JobSets Kueue never manages, so its webhooks (failurePolicy Fail) never intercept them.
+UNMANAGED_NAMESPACES = ("kube-system", KUEUE_NAMESPACE, JOBSET_NAMESPACE)
 
 # Memory per vCPU (MiB) of GCE predefined shapes; highcpu differs between generations.
 _MIB_PER_VCPU = {"standard": 4096, "highmem": 8192, "highcpu": 1024}
@@ -96,9 +105,35 @@ def _controller_placement(cpu_pool_name: str) -> dict[str, Any]:
     return {"nodeSelector": {NODEPOOL_LABEL: cpu_pool_name}, "tolerations": [GKE_MANAGED_TOLERATION]}
 
 
-def kueue_manager_config() -> str:
+def unmanaged_namespaces(cfg: "StackConfig") -> list[str]:
+    """Namespaces Kueue must leave alone: the system's and controllers', and the Pathways service's.
+
+    The service's JobSet carries no queue-name label, so with `manageJobsWithoutQueueName: false` Kueue would
+    ignore it anyway; excluding its namespace also keeps Kueue's webhooks out of its path, so a Kueue outage
+    can never block the service's (re)creation.
+    """
+    extra = [cfg.pathways.name] if cfg.pathways is not None else []
+    return sorted({*UNMANAGED_NAMESPACES, *extra})
+
+
+def managed_jobs_namespace_selector(cfg: "StackConfig") -> dict[str, Any]:
+    """Kueue's `managedJobsNamespaceSelector`: every namespace but `unmanaged_namespaces`.
+
+    The Kueue chart (since 0.11.5) stamps this selector on every job-framework webhook (Job, JobSet, ...), not
+    only on the pod-based ones. Without it the Job webhooks have no namespaceSelector at all, so during the
+    10-30 s after Kueue's pod is Ready, when its webhook does not answer, the API server refuses every Job in
+    the cluster, the webhook gate's own Job in kueue-system included. Cluster-scoped Kueue objects
+    (ResourceFlavor, ClusterQueue) are never filtered by a namespaceSelector: the gate's dry run still goes
+    through the webhook.
+    """
+    return {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
+                                  "values": unmanaged_namespaces(cfg)}]}
+
+
+def kueue_manager_config(cfg: "StackConfig") -> str:
     """The Kueue Configuration (v1beta2) the chart mounts. Only the integrations we use, so that the webhooks of
-    other frameworks (pods, deployments) can never block unrelated objects while Kueue restarts."""
+    other frameworks (pods, deployments) can never block unrelated objects while Kueue restarts; and the system,
+    controller and service namespaces are outside Kueue's management (`managed_jobs_namespace_selector`)."""
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -111,6 +146,8 @@ def kueue_manager_config() -> str:
             "ClusterQueue.kueue.x-k8s.io": 1, "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 50, "burst": 100},
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+        "manageJobsWithoutQueueName": False,  # only workloads that name a queue are Kueue's
+        "managedJobsNamespaceSelector": managed_jobs_namespace_selector(cfg),
     }
     return yaml.safe_dump(config, sort_keys=True)
 
@@ -128,7 +165,7 @@ def kueue_helm_values(cfg: "StackConfig", cpu_pool_name: str) -> dict[str, Any]:
         },
         "enableCertManager": False,
         "enableKueueViz": False,
-        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config()},
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(cfg)},
     }
 
 
@@ -164,43 +201,67 @@ def controller_releases(cfg: "StackConfig", cpu_pool_name: str) -> tuple[HelmRel
 # Flavors: one per distinct set of TPU node labels.
 
 
-def flavor_name(accelerator: str, topology: str, capacity: str) -> str:
-    """`tpu-v6e-slice-4x4`, `tpu-v6e-slice-4x4-spot`: readable, DNS-safe, and stable across pool renames."""
+def _shape_key(pool: "TpuPoolConfig") -> tuple[str, str, str]:
+    return pool.spec.accelerator, pool.spec.topology, capacity_class(pool.capacity.value)
+
+
+def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: str | None = None) -> str:
+    """`tpu-v6e-slice-4x4`, `tpu-v6e-slice-4x4-spot`: readable, DNS-safe, and stable across pool renames.
+    The host machine type joins the name only when one shape runs on two machine types in the stack
+    (`tpu-v6e-slice-2x4-ct6e-standard-8t`)."""
     suffix = capacity_class(capacity)
-    return f"{accelerator}-{topology}" + ("" if suffix == "standard" else f"-{suffix}")
+    return (f"{accelerator}-{topology}" + (f"-{machine_type}" if machine_type else "")
+            + ("" if suffix == "standard" else f"-{suffix}"))
+
+
+def pool_flavor_name(cfg: "StackConfig", pool: "TpuPoolConfig") -> str:
+    """The flavor a pool's chips count in."""
+    machines = {p.spec.machine_type for p in cfg.tpu_pools if _shape_key(p) == _shape_key(pool)}
+    return flavor_name(pool.spec.accelerator, pool.spec.topology, pool.capacity.value,
+                       pool.spec.machine_type if len(machines) > 1 else None)
 
 
 @dataclass(frozen=True)
 class TpuFlavor:
-    """A ResourceFlavor and the pools whose chips it counts."""
+    """A ResourceFlavor and the pools whose Kueue slices it counts (all of one shape and machine type)."""
 
     name: str
     capacity: str  # a capacity class: "standard", "spot" or "queued"
     node_labels: dict[str, str]
-    chips: int
+    slices: int  # slices Kueue admits to (a service's dedicated slices excluded)
+    chips_per_slice: int
     pools: tuple[str, ...]
+
+    @property
+    def chips(self) -> int:
+        return self.slices * self.chips_per_slice
 
     @property
     def queued(self) -> bool:
         return self.capacity == "queued"
 
 
-def pool_flavor_name(pool: "TpuPoolConfig") -> str:
-    return flavor_name(pool.spec.accelerator, pool.spec.topology, pool.capacity.value)
+def flavor_node_labels(pool: "TpuPoolConfig") -> dict[str, str]:
+    """The labels of a pool's nodes a flavor selects: the TPU labels plus the host machine type."""
+    labels = {**tpu_node_labels(pool.spec, pool.capacity.value), INSTANCE_TYPE_LABEL: pool.spec.machine_type}
+    return dict(sorted(labels.items()))
 
 
 def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
     """Flavors sorted by name; on-demand before spot before queued for the same shape."""
     grouped: dict[str, list["TpuPoolConfig"]] = {}
     for pool in cfg.tpu_pools:
-        grouped.setdefault(pool_flavor_name(pool), []).append(pool)
-    flavors = [
-        TpuFlavor(name=name, capacity=capacity_class(pools[0].capacity.value),
-                  node_labels=tpu_node_labels(pools[0].spec, capacity_class(pools[0].capacity.value)),
-                  chips=sum(slice_chips(p.spec, cfg.queued_slices(p)) for p in pools), pools=tuple(p.name for p in pools))
-        for name, pools in grouped.items()
-        if any(cfg.queued_slices(p) for p in pools)  # a group wholly dedicated to a service is not Kueue's
-    ]
+        grouped.setdefault(pool_flavor_name(cfg, pool), []).append(pool)
+    flavors = []
+    for name, pools in grouped.items():
+        slices = sum(cfg.queued_slices(p) for p in pools)
+        if not slices:
+            continue  # a group wholly dedicated to a service is not Kueue's
+        chips = {p.spec.chips for p in pools}
+        assert len(chips) == 1, f"flavor {name} mixes slice sizes {sorted(chips)}"  # one shape, one machine type
+        flavors.append(TpuFlavor(name=name, capacity=capacity_class(pools[0].capacity.value),
+                                 node_labels=flavor_node_labels(pools[0]), slices=slices,
+                                 chips_per_slice=chips.pop(), pools=tuple(p.name for p in pools)))
     order = {"standard": 0, "spot": 1, "queued": 2}
     return sorted(flavors, key=lambda f: (order[f.capacity], f.name))
 
@@ -221,16 +282,18 @@ def render_cpu_flavor(cpu_pool_name: str) -> dict[str, Any]:
 # Quotas and their split between teams.
 
 
-def largest_remainder(total: int, weights: list[Fraction]) -> list[int]:
+def largest_remainder(total: int, weights: list[Fraction], names: list[str] | None = None) -> list[int]:
     """Split `total` integer units in proportion to `weights` (which sum to 1) so the parts sum to `total` exactly.
 
     Each part gets the floor of its exact share; the units left go to the largest fractional remainders
-    (ties: the earlier entry), so no part ever differs from its exact share by a whole unit or more.
+    (ties: the first by `names`, else the earlier entry, so that listing teams in another order changes
+    nothing), and no part ever differs from its exact share by a whole unit or more.
     """
     exact = [total * w for w in weights]
     parts = [math.floor(x) for x in exact]
     left = total - sum(parts)
-    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - parts[i]), i))
+    tie = names or [f"{i:09d}" for i in range(len(weights))]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - parts[i]), tie[i]))
     for i in by_remainder[:left]:
         parts[i] += 1
     return parts
@@ -240,15 +303,27 @@ def share_fraction(share: float) -> Fraction:
     return Fraction(share).limit_denominator(10**6)
 
 
+def whole_units(fraction: float, units: int) -> int:
+    """A fractional limit in whole units, rounded down: never more than promised."""
+    return math.floor(share_fraction(fraction) * units)
+
+
 @dataclass(frozen=True)
 class QueueQuota:
-    """One ClusterQueue's quotas, per flavor name: TPU chips, and the CPU flavor's cores and MiB."""
+    """One ClusterQueue's quotas: whole TPU slices per flavor name, and the CPU flavor's cores and MiB."""
 
     name: str
-    tpu: dict[str, int]
+    slices: dict[str, int]
     cpu: int
     memory_mib: int
     team: TeamConfig | None = None
+
+    def reach(self, flavor: TpuFlavor) -> int:
+        """The most slices of `flavor` this queue can ever be admitted: its own plus what it may borrow."""
+        own = self.slices[flavor.name]
+        if self.team is None or self.team.borrowing_limit is None:
+            return flavor.slices
+        return min(flavor.slices, own + whole_units(self.team.borrowing_limit, flavor.slices))
 
 
 def cluster_queue_quotas(cfg: "StackConfig") -> list[QueueQuota]:
@@ -257,33 +332,57 @@ def cluster_queue_quotas(cfg: "StackConfig") -> list[QueueQuota]:
     cpu, mib = cpu_pool_quota(cfg)
     teams = cfg.kueue.teams
     if not teams:
-        return [QueueQuota(SINGLE_CLUSTER_QUEUE, {f.name: f.chips for f in flavors}, cpu, mib)]
+        return [QueueQuota(SINGLE_CLUSTER_QUEUE, {f.name: f.slices for f in flavors}, cpu, mib)]
     weights = [share_fraction(t.share) for t in teams]
     remainder = 1 - sum(weights)
     has_unassigned = remainder > 0
     if has_unassigned:
         weights.append(remainder)
-    tpu_parts = {f.name: largest_remainder(f.chips, weights) for f in flavors}
-    cpu_parts, mib_parts = largest_remainder(cpu, weights), largest_remainder(mib, weights)
     names = [t.name for t in teams] + ([UNASSIGNED_QUEUE] if has_unassigned else [])
+    slice_parts = {f.name: largest_remainder(f.slices, weights, names) for f in flavors}
+    cpu_parts, mib_parts = largest_remainder(cpu, weights, names), largest_remainder(mib, weights, names)
     return [
-        QueueQuota(name, {f.name: tpu_parts[f.name][i] for f in flavors}, cpu_parts[i], mib_parts[i],
+        QueueQuota(name, {f.name: slice_parts[f.name][i] for f in flavors}, cpu_parts[i], mib_parts[i],
                    teams[i] if i < len(teams) else None)
         for i, name in enumerate(names)
     ]
 
 
-def _resource(name: str, nominal: int, capacity: int, team: TeamConfig | None, unit: str = "") -> dict[str, Any]:
-    """One quota entry; team limits are fractions turned into whole units (floor: never more than promised)."""
+def team_quota_problems(cfg: "StackConfig") -> list[Problem]:
+    """A team that can never run anything: less than one whole slice of EVERY flavor, even with borrowing.
 
-    def amount(n: int) -> int | str:
-        return f"{n}{unit}" if unit else n
+    Less than one slice of SOME flavor is allowed: the team simply never runs there (its workloads of that
+    flavor would stay pending, and `workload_problems` refuses them up front).
+    """
+    flavors = tpu_flavors(cfg)
+    if not flavors:
+        return []
+    problems = []
+    for i, quota in enumerate(q for q in cluster_queue_quotas(cfg) if q.team is not None):
+        if any(quota.reach(f) >= 1 for f in flavors):
+            continue
+        smallest = min(Fraction(1, f.slices) for f in flavors)
+        problems.append(Problem(
+            f"tpuplane:kueue.teams[{i}].share", quota.team.share,
+            f"a share (or share plus borrowingLimit) worth one whole slice of some flavor, e.g. {float(smallest):.4g}",
+            "quotas are whole slices: " + ", ".join(f"{f.name} has {f.slices}" for f in flavors)
+            + "; this team would get none of any of them and could never run a workload"))
+    return problems
+
+
+def _resource(name: str, nominal: int, capacity: int, team: TeamConfig | None, *, per_unit: int = 1,
+              suffix: str = "") -> dict[str, Any]:
+    """One quota entry from whole units (slices, cores, MiB), each `per_unit` of the resource (chips per slice).
+    Team limits are fractions turned into whole units, rounded down."""
+
+    def amount(units: int) -> int | str:
+        return f"{units * per_unit}{suffix}" if suffix else units * per_unit
 
     entry: dict[str, Any] = {"name": name, "nominalQuota": amount(nominal)}
     if team is not None and team.borrowing_limit is not None:
-        entry["borrowingLimit"] = amount(math.floor(share_fraction(team.borrowing_limit) * capacity))
+        entry["borrowingLimit"] = amount(whole_units(team.borrowing_limit, capacity))
     if team is not None and team.lending_limit is not None:
-        entry["lendingLimit"] = amount(math.floor(share_fraction(team.lending_limit) * nominal))
+        entry["lendingLimit"] = amount(whole_units(team.lending_limit, nominal))
     return entry
 
 
@@ -295,11 +394,12 @@ def render_cluster_queue(cfg: "StackConfig", quota: QueueQuota) -> dict[str, Any
     groups = []
     if flavors:
         groups.append({"coveredResources": [TPU_RESOURCE], "flavors": [
-            {"name": f.name, "resources": [_resource(TPU_RESOURCE, quota.tpu[f.name], f.chips, quota.team)]}
+            {"name": f.name, "resources": [_resource(TPU_RESOURCE, quota.slices[f.name], f.slices, quota.team,
+                                                     per_unit=f.chips_per_slice)]}
             for f in flavors]})
     groups.append({"coveredResources": ["cpu", "memory"], "flavors": [{"name": CPU_FLAVOR, "resources": [
         _resource("cpu", quota.cpu, cpu_total, quota.team),
-        _resource("memory", quota.memory_mib, mib_total, quota.team, unit="Mi")]}]})
+        _resource("memory", quota.memory_mib, mib_total, quota.team, suffix="Mi")]}]})
     spec: dict[str, Any] = {"queueingStrategy": "BestEffortFIFO", "resourceGroups": groups}
     if not cfg.kueue.teams:
         # xpk's queue: every namespace may submit; no cohort, so nothing to reclaim.
@@ -333,8 +433,10 @@ def render_local_queue(namespace: str, name: str, cluster_queue: str) -> dict[st
 
 
 def render_local_queues(cfg: "StackConfig") -> list[dict[str, Any]]:
+    """Sorted by namespace: the teams' order in the config does not matter."""
     cluster_queue = {t.name: t.name for t in cfg.kueue.teams} or {DEFAULT_NAMESPACE: SINGLE_CLUSTER_QUEUE}
-    return [render_local_queue(ns, name, cluster_queue[team]) for team, (ns, name) in local_queues(cfg).items()]
+    return [render_local_queue(ns, name, cluster_queue[team])
+            for team, (ns, name) in sorted(local_queues(cfg).items(), key=lambda item: item[1])]
 
 
 def render_team_namespaces(cfg: "StackConfig") -> list[dict[str, Any]]:
@@ -381,7 +483,8 @@ def render_flavors(cfg: "StackConfig", cpu_pool_name: str) -> list[dict[str, Any
 
 
 def render_cluster_queues(cfg: "StackConfig") -> list[dict[str, Any]]:
-    return [render_cluster_queue(cfg, q) for q in cluster_queue_quotas(cfg)]
+    """Sorted by name: the teams' order in the config does not matter."""
+    return [render_cluster_queue(cfg, q) for q in sorted(cluster_queue_quotas(cfg), key=lambda q: q.name)]
 
 
 def render_queue_objects(cfg: "StackConfig", cpu_pool_name: str) -> list[dict[str, Any]]:
@@ -399,8 +502,9 @@ def render_webhook_probe(kueue_version: str) -> list[dict[str, Any]]:
 
     The dry run goes API server -> Kueue webhook exactly as a real create does, and persists nothing. The image has
     no shell, so the Job's pod retries are the loop (backoff 10 s, 20 s, 40 s, ...). It lives in kueue-system,
-    which Kueue's own Job webhook never intercepts. Its pod template carries the Kueue version, so an upgrade
-    replaces the Job and the gate runs again.
+    which `managedJobsNamespaceSelector` excludes, so Kueue's Job webhooks are not called for it and cannot refuse
+    the gate itself while they are down. Its pod template carries the Kueue version, so an upgrade replaces the
+    Job and the gate runs again.
     """
     labels = {"app.kubernetes.io/name": WEBHOOK_PROBE, "app.kubernetes.io/managed-by": "tpuplane"}
     meta = {"name": WEBHOOK_PROBE, "namespace": KUEUE_NAMESPACE, "labels": labels}

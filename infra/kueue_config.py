@@ -1,13 +1,19 @@
 """Config of the batch stack (`tpuplane:kueue`): controller versions, and the teams that share the fleet.
 
 Share semantics (what a team is guaranteed):
-- `share` is a fraction in (0, 1] of EVERY flavor's capacity (TPU chips per flavor, CPU and memory of the CPU
+- `share` is a fraction in (0, 1] of EVERY flavor's capacity (TPU slices per flavor, CPU and memory of the CPU
   pool). The shares of all teams add up to at most 1.
-- Integer quotas are split with the largest-remainder method, so the teams' chips (plus the remainder) add up to
-  exactly the pool capacity. When the shares add up to less than 1, the remainder sits in a lending-only
-  ClusterQueue (`unassigned`) in the same cohort: nobody submits to it, every team can borrow from it.
-- `borrowingLimit` (fraction of capacity, default: no limit) caps what a team may borrow beyond its own quota;
-  `lendingLimit` (fraction of the team's own quota, default: all of it) caps what it lends while idle.
+- TPU quotas are whole slices: each flavor's slices are split with the largest-remainder method, then turned into
+  chips (slices x chips per slice), so the teams' chips (plus the remainder) add up to exactly the pool capacity
+  and no team holds a fraction of a slice it could never use. CPU cores and MiB are split the same way.
+  When the shares add up to less than 1, the remainder sits in a lending-only ClusterQueue (`unassigned`) in the
+  same cohort: nobody submits to it, every team can borrow from it.
+- `borrowingLimit` (fraction of a flavor's slices, default: no limit) caps what a team may borrow beyond its own
+  quota; `lendingLimit` (fraction of the team's own slices, default: all of them) caps what it lends while idle.
+  Both are rounded down to whole slices.
+- A team may end up with less than one slice (own plus borrowable) of some flavor: it then never runs there, and
+  a workload asking for that flavor in its queue is refused. A team with less than one slice of EVERY flavor
+  could run nothing at all, which is a ConfigError.
 - `priority` is the team's default workload priority (used when a workload names the team's queue and no priority).
 """
 
@@ -137,13 +143,16 @@ def _team_problems(cfg: "StackConfig") -> list[Problem]:
 
 def kueue_problems(cfg: "StackConfig") -> list[Problem]:
     """Rules of `tpuplane:kueue`, checked once the pools are valid (quotas are derived from them)."""
-    from tpuplane.infra.kueue import cpu_machine_shape  # the renderer module reads this one: import late
+    from tpuplane.infra.kueue import cpu_machine_shape, team_quota_problems  # it imports this module: import late
 
     problems = _version_problems("tpuplane:kueue.version", cfg.kueue.version, MIN_KUEUE, "Kueue")
     problems += _version_problems("tpuplane:kueue.jobsetVersion", cfg.kueue.jobset_version, MIN_JOBSET, "JobSet")
     if not DNS_LABEL.fullmatch(cfg.kueue.cohort) or len(cfg.kueue.cohort) > 63:
         problems.append(Problem("tpuplane:kueue.cohort", cfg.kueue.cohort, "a DNS label of at most 63 characters"))
-    problems += _team_problems(cfg)
+    team_problems = _team_problems(cfg)
+    problems += team_problems
+    if not team_problems:  # quotas are meaningful only for a valid team layout
+        problems += team_quota_problems(cfg)
     if cpu_machine_shape(cfg.cluster.cpu_pool.machine_type) is None:
         problems.append(Problem("tpuplane:cluster.cpuPool.machineType", cfg.cluster.cpu_pool.machine_type,
                                 "<family>-standard|highmem|highcpu-<vCPUs> or <family>-custom-<vCPUs>-<MiB>",

@@ -8,6 +8,14 @@ Failure handling follows xpk: a pod that exits with a code outside the retry set
 (podFailurePolicy FailJob), and the JobSet then fails without restart; exit codes in the retry set
 (42, 127-255 — signals, preemption, maintenance — plus the user's) fail the Job normally and JobSet restarts
 the whole set, up to `maxRestarts` times.
+
+The container's command is a small POSIX sh wrapper (`shell_command`): the shell stays PID 1 with a TERM trap,
+forwards SIGTERM to the program (a program that is PID 1 itself never sees a signal it installed no handler for),
+and exits with the program's code, so preemption's SIGTERM reaches JAX and a killed run exits 143 (retried).
+
+`ttlSecondsAfterFinished` is unset unless asked for: the CLI sets xpk's 12 h for `kubectl` users, while a JobSet
+a Pulumi stack owns must outlive its run (a JobSet the TTL deleted is re-created, i.e. re-run, by the next
+`pulumi up` after a refresh).
 """
 
 from __future__ import annotations
@@ -21,7 +29,15 @@ from pydantic import Field
 from tpuplane.infra.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
 from tpuplane.infra.config import Capacity, StackConfig
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.kueue import DEFAULT_LOCAL_QUEUE, DEFAULT_NAMESPACE, local_queues
+from tpuplane.infra.kueue import (
+    DEFAULT_LOCAL_QUEUE,
+    DEFAULT_NAMESPACE,
+    INSTANCE_TYPE_LABEL,
+    cluster_queue_quotas,
+    local_queues,
+    pool_flavor_name,
+    tpu_flavors,
+)
 from tpuplane.infra.kueue_config import DEFAULT_PRIORITY, CamelModel, priority_problem
 from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX
 from tpuplane.infra.scheduling import (
@@ -42,13 +58,23 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 CONTAINER = "jax-tpu"  # xpk's container name: log queries written for xpk keep working
 DEFAULT_JOB = "slice"
-JAX_COORDINATOR_PORT = 8482  # JAX's default coordinator port on Cloud TPU
-DEFAULT_TTL = 43200  # xpk: finished JobSets stay 12 h for inspection
+# JAX's own Cloud TPU coordinator port (`jax._src.clusters.cloud_tpu_cluster.coordinator_port`): a program that
+# calls `jax.distributed.initialize()` with no arguments reads JAX_COORDINATOR_ADDRESS, which carries it.
+JAX_COORDINATOR_PORT = 8482
+DEFAULT_TTL = 43200  # xpk: finished JobSets stay 12 h for inspection (CLI renders only)
+# Kueue copies `provreq.kueue.x-k8s.io/*` annotations into the ProvisioningRequest of a queued (DWS) workload.
+MAX_RUN_DURATION_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 # xpk's retry set: 42 (user "please retry"), 127-255 (killed by a signal: preemption, maintenance, OOM).
 RETRY_EXIT_CODES = (42, *range(127, 256))
 KUEUE_WORKLOAD_PREFIX = "jobset-"  # Kueue names a JobSet's Workload jobset-<name>-<5 hex>
 KUEUE_WORKLOAD_SUFFIX = 6
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+# Kubernetes label syntax: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters.
+_LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_LABEL_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_PREFIX_MAX = 253
+# Label prefixes whose keys the controllers and tpuplane set: a user label there would steer them.
+RESERVED_LABEL_PREFIXES = ("kueue.x-k8s.io/", "jobset.sigs.k8s.io/", "tpuplane.dev/")
 # Set by `multislice_env`; a user's env must not shadow them.
 RESERVED_ENV = frozenset({"JOBSET_NAME", "REPLICATED_JOB_NAME", "JOB_INDEX", "JAX_COORDINATOR_PORT",
                           "JAX_COORDINATOR_ADDRESS", "JAX_PROCESS_COUNT", "MEGASCALE_COORDINATOR_ADDRESS",
@@ -56,7 +82,10 @@ RESERVED_ENV = frozenset({"JOBSET_NAME", "REPLICATED_JOB_NAME", "JOB_INDEX", "JA
 
 
 class TpuJob(CamelModel):
-    """One replicated job: a program on `slices` slices of one TPU type."""
+    """One replicated job: a program on `slices` slices of one TPU type.
+
+    `env` is the user's; tpuplane adds what JAX and libtpu need across slices (`multislice_env`), and
+    JAX_PROCESS_COUNT (slices x VMs per slice) for the program's own use: JAX itself does not read it."""
 
     name: str = DEFAULT_JOB
     tpu_type: str
@@ -83,7 +112,7 @@ class TpuWorkloadSpec(CamelModel):
     priority: str | None = None  # default: the team's priority, else medium
     max_restarts: int = Field(0, ge=0)
     restart_on_exit_codes: list[int] = []
-    ttl_seconds_after_finished: int = Field(DEFAULT_TTL, ge=0)
+    ttl_seconds_after_finished: int | None = Field(None, ge=0)  # None: the JobSet stays until deleted
     termination_grace_period_seconds: int = Field(30, ge=0)
     service_account: str | None = None
     labels: dict[str, str] = {}  # extra labels on the JobSet and its pods
@@ -117,17 +146,38 @@ def max_name_length(spec: TpuWorkloadSpec) -> int:
 # Checks: pure, shared by the CLI and the TpuWorkload/TpuExperiment components.
 
 
+def label_problems(path: str, labels: dict[str, str]) -> list[Problem]:
+    """Kubernetes' label syntax, and no key under a prefix the controllers or tpuplane own."""
+    problems = []
+    for key, value in labels.items():
+        prefix, slash, name = key.rpartition("/")
+        if (not name or len(name) > K8S_LABEL_VALUE_MAX or not _LABEL_NAME.fullmatch(name)
+                or (slash and (not prefix or len(prefix) > LABEL_PREFIX_MAX or not _LABEL_PREFIX.fullmatch(prefix)))):
+            problems.append(Problem(path, key, "a label key: [prefix/]name, name of at most 63 letters, digits, "
+                                    "'-', '_', '.' (alphanumeric at both ends), prefix a lowercase DNS subdomain"))
+        elif any(key.startswith(p) for p in RESERVED_LABEL_PREFIXES):
+            problems.append(Problem(path, key, f"a key outside {', '.join(RESERVED_LABEL_PREFIXES)}",
+                                    "Kueue, JobSet and tpuplane set labels there and act on them"))
+        if len(value) > K8S_LABEL_VALUE_MAX or not _LABEL_NAME.fullmatch(value):
+            problems.append(Problem(f"{path}.{key}", value, "a label value: at most 63 letters, digits, '-', '_', "
+                                    "'.', alphanumeric at both ends (or empty)"))
+    return problems
+
+
 def _pool_summary(cfg: StackConfig) -> str:
-    pools = [f"{p.name} ({p.tpu_type} x{p.slices}, {p.capacity.value})" for p in cfg.tpu_pools]
+    pools = [f"{p.name} ({p.tpu_type} x{cfg.queued_slices(p)} for Kueue, {p.capacity.value})"
+             for p in cfg.tpu_pools]
     return ", ".join(pools) or "no TPU pools"
 
 
 def _pools_for(cfg: StackConfig, spec: TpuSpec, capacity: str) -> list:
-    """Pools whose nodes a job's pods can land on: same node labels and chips per VM."""
+    """Kueue's pools a job's pods can land on: same node labels and host machine type, with slices that a
+    service does not hold outside Kueue."""
     return [p for p in cfg.tpu_pools
             if p.spec.accelerator == spec.accelerator and p.spec.topology == spec.topology
-            and p.spec.chips_per_vm == spec.chips_per_vm
-            and capacity_class(p.capacity.value) == capacity_class(capacity)]
+            and p.spec.machine_type == spec.machine_type
+            and capacity_class(p.capacity.value) == capacity_class(capacity)
+            and cfg.queued_slices(p) > 0]
 
 
 def _job_problems(path: str, job: TpuJob, cfg: StackConfig | None) -> list[Problem]:
@@ -146,18 +196,48 @@ def _job_problems(path: str, job: TpuJob, cfg: StackConfig | None) -> list[Probl
         spec = job.spec
     except UnknownTpuType as exc:
         return problems + [Problem(f"{path}.tpuType", job.tpu_type, str(exc), "see `tpuplane catalog`")]
-    if cfg is not None:
-        pools = _pools_for(cfg, spec, job.capacity)
-        if not pools:
-            problems.append(Problem(f"{path}.tpuType", f"{job.tpu_type} ({job.capacity})",
-                                    f"a TPU type and capacity a pool provides: {_pool_summary(cfg)}",
-                                    "add a pool to the stack, or pick one of these"))
-        elif job.slices > sum(p.slices for p in pools):
-            problems.append(Problem(f"{path}.slices", job.slices,
-                                    f"at most {sum(p.slices for p in pools)} (the slices of pools "
-                                    f"{', '.join(p.name for p in pools)})",
-                                    "each slice of a workload takes a whole node pool"))
+    if cfg is not None and not _pools_for(cfg, spec, job.capacity):
+        problems.append(Problem(f"{path}.tpuType", f"{job.tpu_type} on {spec.machine_type} ({job.capacity})",
+                                f"a TPU type, host and capacity a pool provides to Kueue: {_pool_summary(cfg)}",
+                                "add a pool to the stack, or pick one of these"))
     return problems
+
+
+def _group_problems(spec: TpuWorkloadSpec, cfg: StackConfig, team_queue: str | None) -> list[Problem]:
+    """A job group is admitted whole or not at all: its slices of each flavor must fit the flavor's Kueue
+    capacity, and the queue's own plus borrowable slices, or the gang waits forever."""
+    by_flavor: dict[str, list[int]] = {}
+    for i, job in enumerate(spec.jobs):
+        pools = _pools_for(cfg, job.spec, job.capacity)
+        if pools:
+            by_flavor.setdefault(pool_flavor_name(cfg, pools[0]), []).append(i)
+    flavors = {f.name: f for f in tpu_flavors(cfg)}
+    quota = next((q for q in cluster_queue_quotas(cfg) if q.team is not None and q.name == team_queue), None)
+    problems = []
+    for name, members in by_flavor.items():
+        flavor = flavors[name]
+        wanted = sum(spec.jobs[i].slices for i in members)
+        limit, why = flavor.slices, f"the Kueue slices of pools {', '.join(flavor.pools)}"
+        if quota is not None and quota.reach(flavor) < limit:
+            limit, why = quota.reach(flavor), f"what queue {team_queue} owns or may borrow of flavor {name}"
+        if wanted <= limit:
+            continue
+        last = members[-1]
+        others = wanted - spec.jobs[last].slices
+        group = f"; jobs {', '.join(spec.jobs[i].name for i in members)} share it" if len(members) > 1 else ""
+        problems.append(Problem(f"jobs[{last}].slices", spec.jobs[last].slices,
+                                f"at most {max(limit - others, 0)} ({why}: {limit} slice(s){group})",
+                                "a workload is admitted whole: each slice takes a whole node pool"))
+    return problems
+
+
+def _queued_problems(spec: TpuWorkloadSpec) -> list[Problem]:
+    """GKE's ProvisioningRequest takes one PodSet: a job group may hold one queued (DWS) member at most."""
+    queued = [i for i, job in enumerate(spec.jobs) if capacity_class(job.capacity) == "queued"]
+    return [Problem(f"jobs[{i}].capacity", "queued", "one queued (DWS) job per workload",
+                    f"job {spec.jobs[queued[0]].name} is queued already; GKE's ProvisioningRequest "
+                    "provisions one PodSet, so split the group or use another capacity")
+            for i in queued[1:]]
 
 
 def _queue_problems(spec: TpuWorkloadSpec, cfg: StackConfig) -> list[Problem]:
@@ -170,9 +250,15 @@ def _queue_problems(spec: TpuWorkloadSpec, cfg: StackConfig) -> list[Problem]:
                     "use --queue and --namespace of your team")]
 
 
+def _team_queue(spec: TpuWorkloadSpec, cfg: StackConfig) -> str | None:
+    """The team ClusterQueue behind the workload's LocalQueue, if it names a team's."""
+    wanted = (spec.namespace or DEFAULT_NAMESPACE, spec.queue or DEFAULT_LOCAL_QUEUE)
+    return next((t.name for t in cfg.kueue.teams if (t.team_namespace, t.name) == wanted), None)
+
+
 def workload_problems(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> list[Problem]:
     """Every rule a workload must pass; with `cfg`, also against the stack's pools and queues."""
-    problems = []
+    problems = label_problems("labels", spec.labels)
     limit = max_name_length(spec)
     if not DNS_LABEL.fullmatch(spec.name):
         problems.append(Problem("name", spec.name, "lowercase letters, digits and '-', starting with a letter"))
@@ -190,8 +276,11 @@ def workload_problems(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> 
         if job.name in names[:i]:
             problems.append(Problem(f"jobs[{i}].name", job.name, "a name no other job of the workload uses"))
         problems += _job_problems(f"jobs[{i}]", job, cfg)
+    problems += _queued_problems(spec)
     if cfg is not None:
         problems += _queue_problems(spec, cfg)
+        if not problems:  # capacity is meaningful once every job resolves to a pool and the queue exists
+            problems += _group_problems(spec, cfg, _team_queue(spec, cfg))
     return problems
 
 
@@ -219,7 +308,9 @@ def _field_env(name: str, label: str) -> dict[str, Any]:
 
 def multislice_env(spec: TpuSpec, slices: int) -> list[dict[str, Any]]:
     """What JAX and libtpu read to join one program across slices. Order matters: `$(VAR)` expands only names
-    defined earlier. Process 0 (slice 0, VM 0) hosts both the JAX coordinator and the megascale coordinator."""
+    defined earlier. Process 0 (slice 0, VM 0) hosts both the JAX coordinator and the megascale coordinator.
+    `jax.distributed.initialize()` reads JAX_COORDINATOR_ADDRESS; JAX_PROCESS_COUNT is for the program itself
+    (JAX does not read it: pass it as `num_processes` if you initialize by hand)."""
     coordinator = "$(JOBSET_NAME)-$(REPLICATED_JOB_NAME)-0-0.$(JOBSET_NAME)"
     env = [
         _field_env("JOBSET_NAME", JOBSET_NAME_LABEL),
@@ -240,10 +331,33 @@ def multislice_env(spec: TpuSpec, slices: int) -> list[dict[str, Any]]:
 
 
 
+# Runs the program in a background subshell and stays PID 1: on SIGTERM it ignores TERM itself and sends it to
+# its whole process group (the program and anything it started, pipelines included), then keeps waiting
+# (`wait` returns early when a trapped signal arrives) and exits with the program's own code.
+_SIGTERM_WRAPPER = """\
+trap 'trap "" TERM; kill -TERM 0' TERM
+(
+{line}
+) &
+child=$!
+while :; do
+  wait "$child"
+  code=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+exit "$code"
+"""
+
+
 def shell_command(job: TpuJob) -> list[str]:
-    """The user's command line, run by sh so pipes and `&&` work; args are quoted, never interpreted."""
+    """The user's command line inside the SIGTERM-forwarding wrapper, run by POSIX sh so pipes and `&&` work;
+    args are quoted, never interpreted. The line sits on lines of its own, so a trailing comment stays harmless.
+
+    Not `exec`: the program would become the container's PID 1, and the kernel drops a signal PID 1 has no
+    handler for, so a Python program without a SIGTERM handler would ignore preemption until SIGKILL.
+    """
     line = " ".join([job.command, *(quote(a) for a in job.args)])
-    return ["/bin/sh", "-c", line]
+    return ["/bin/sh", "-c", _SIGTERM_WRAPPER.format(line=line)]
 
 
 def retry_exit_codes(extra: list[int]) -> list[int]:
@@ -260,7 +374,9 @@ def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]
         "dnsPolicy": "ClusterFirstWithHostNet",
         "priorityClassName": workload.priority,
         "terminationGracePeriodSeconds": workload.termination_grace_period_seconds,
-        "nodeSelector": tpu_node_selector(spec, capacity_class(job.capacity)),
+        # the host machine type too: a 2x4 slice on two 4-chip VMs and one on an 8-chip VM share the TPU labels
+        "nodeSelector": dict(sorted({**tpu_node_selector(spec, capacity_class(job.capacity)),
+                                     INSTANCE_TYPE_LABEL: spec.machine_type}.items())),
         "tolerations": tpu_tolerations(capacity_class(job.capacity)),
         "containers": [{
             "name": CONTAINER,
@@ -297,10 +413,39 @@ def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, st
     }
 
 
-def render_tpu_jobset(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> dict[str, Any]:
-    """The JobSet for `kubectl apply --server-side -f -` or a Pulumi CustomResource. Raises ConfigError."""
+def max_run_duration_seconds(workload: TpuWorkloadSpec, cfg: StackConfig | None) -> int | None:
+    """For a workload with a queued (DWS) job: the shortest `maxRunDuration` of the pools it may land on, which
+    GKE's ProvisioningRequest must not exceed. None without a stack, a queued job, or a limit."""
+    if cfg is None:
+        return None
+    limits = [int(pool.max_run_duration[:-1]) for job in workload.jobs if capacity_class(job.capacity) == "queued"
+              for pool in _pools_for(cfg, job.spec, job.capacity) if pool.max_run_duration]
+    return min(limits, default=None)
+
+
+def render_tpu_jobset(spec: TpuWorkloadSpec, cfg: StackConfig | None = None, *,
+                      system_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JobSet for `kubectl apply --server-side -f -` or a Pulumi CustomResource. Raises ConfigError.
+
+    `system_labels` are tpuplane's own (an experiment's and trial's), added after the user's labels are checked."""
     workload = resolve_workload(spec, cfg)
-    labels = {**workload.labels, WORKLOAD_LABEL: workload.name}
+    labels = {**workload.labels, **(system_labels or {}), WORKLOAD_LABEL: workload.name}
+    # one child Job per node pool, i.e. each slice of the workload owns a whole node pool
+    annotations = {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODEPOOL_LABEL}
+    if (seconds := max_run_duration_seconds(workload, cfg)) is not None:
+        annotations[MAX_RUN_DURATION_ANNOTATION] = str(seconds)
+    jobset_spec: dict[str, Any] = {
+        "replicatedJobs": [_replicated_job(workload, job, labels) for job in workload.jobs],
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+        "successPolicy": {"operator": "All"},
+        "failurePolicy": {
+            "maxRestarts": workload.max_restarts,
+            "rules": [{"name": "FailOnNonRetryableExit", "action": "FailJobSet",
+                       "onJobFailureReasons": ["PodFailurePolicy"]}],
+        },
+    }
+    if workload.ttl_seconds_after_finished is not None:
+        jobset_spec["ttlSecondsAfterFinished"] = workload.ttl_seconds_after_finished
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
@@ -308,20 +453,9 @@ def render_tpu_jobset(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> 
             "name": workload.name,
             "namespace": workload.namespace,
             "labels": {**labels, QUEUE_LABEL: workload.queue, PRIORITY_LABEL: workload.priority},
-            # one child Job per node pool, i.e. each slice of the workload owns a whole node pool
-            "annotations": {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODEPOOL_LABEL},
+            "annotations": annotations,
         },
-        "spec": {
-            "replicatedJobs": [_replicated_job(workload, job, labels) for job in workload.jobs],
-            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
-            "successPolicy": {"operator": "All"},
-            "failurePolicy": {
-                "maxRestarts": workload.max_restarts,
-                "rules": [{"name": "FailOnNonRetryableExit", "action": "FailJobSet",
-                           "onJobFailureReasons": ["PodFailurePolicy"]}],
-            },
-            "ttlSecondsAfterFinished": workload.ttl_seconds_after_finished,
-        },
+        "spec": jobset_spec,
     }
 
 

@@ -10,13 +10,14 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
 from tpuplane.components.batch import BatchStack
 from tpuplane.components.offline import Plan, run_under_mocks
-from tpuplane.components.workload import ImageCache, TpuExperiment, TpuWorkload
+from tpuplane.components.workload import ImageCache, TpuExperiment, TpuWorkload, jobset_options
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.experiments import ExperimentSpec
+from tpuplane.infra.experiments import ExperimentSpec, trial_id
 from tpuplane.infra.workload import TpuJob, TpuWorkloadSpec
 
 RAW: dict[str, Any] = {
@@ -83,6 +84,13 @@ def test_batch_stack_queues_wait_for_flavors_and_local_queues_for_namespaces(pla
     assert plan.named("namespace-research").urn in lq.depends_on
 
 
+def test_batch_stack_kueue_leaves_the_gate_namespace_unmanaged(plan):
+    config = plan.named("kueue").inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]
+    [job] = plan.of_type("kubernetes:batch/v1:Job")
+    selector = yaml.safe_load(config)["managedJobsNamespaceSelector"]
+    assert job.inputs["metadata"]["namespace"] in selector["matchExpressions"][0]["values"]
+
+
 def test_batch_stack_creates_queue_objects_with_v1beta2_fields(plan):
     cq = plan.named("clusterqueue-research").inputs
     assert cq["spec"]["cohortName"] == "tpuplane"
@@ -125,7 +133,21 @@ def test_tpu_experiment_creates_one_jobset_per_trial():
     exp = ExperimentSpec(name="lr", queue="prod", namespace="prod", jobs=[SPOT_JOB], grid={"lr": [0.1, 0.2, 0.3]})
     plan, _ = run(lambda cfg, batch: TpuExperiment("lr", exp, cfg, batch=batch))
     names = sorted(r.inputs["metadata"]["name"] for r in plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
-    assert names == ["lr-0", "lr-1", "lr-2"]
+    assert names == sorted(f"lr-{trial_id({'lr': lr})}" for lr in (0.1, 0.2, 0.3))
+
+
+def test_stack_owned_jobsets_have_no_ttl():
+    """A JobSet deleted by its TTL would vanish on refresh and be re-created (re-run) by the next `pulumi up`."""
+    workload = TpuWorkloadSpec(name="train", queue="research", namespace="research", jobs=[SPOT_JOB])
+    plan, _ = run(lambda cfg, batch: TpuWorkload("train", workload, cfg, batch=batch))
+    [jobset] = plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
+    assert "ttlSecondsAfterFinished" not in jobset.inputs["spec"]
+
+
+def test_jobset_options_replace_an_immutable_spec_by_delete_then_create():
+    """Options only (no resource is registered): the mocks do not record replaceOnChanges/deleteBeforeReplace."""
+    opts = jobset_options(None, None)
+    assert (opts.replace_on_changes, opts.delete_before_replace, opts.depends_on) == (["spec"], True, [])
 
 
 def test_image_cache_is_a_daemonset_child():

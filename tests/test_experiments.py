@@ -15,6 +15,7 @@ from tpuplane.infra.experiments import (
     experiment_problems,
     load_experiment,
     render_experiment,
+    trial_id,
 )
 from tpuplane.infra.k8s_validation import manifest_errors
 
@@ -26,7 +27,13 @@ def experiment(**fields) -> ExperimentSpec:
 
 
 def command_of(jobset, i=0) -> str:
-    return jobset["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    """The user's command line inside the SIGTERM wrapper (on a line of its own between '(' and ') &')."""
+    script = jobset["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    return script.split("(\n", 1)[1].split("\n) &", 1)[0]
+
+
+def names(jobsets) -> list[str]:
+    return [j["metadata"]["name"] for j in jobsets]
 
 
 def test_experiment_grid_is_the_product_over_sorted_keys():
@@ -43,14 +50,57 @@ def test_experiment_grid_key_order_does_not_rename_trials():
 
 def test_experiment_trial_names_args_env_and_labels():
     jobsets = render_experiment(experiment(trials=[{"lr": 0.1, "warm": True}, {"lr": 0.2, "tag": "b c"}]))
-    assert [j["metadata"]["name"] for j in jobsets] == ["sweep-0", "sweep-1"]
+    assert names(jobsets) == [f"sweep-{trial_id({'lr': 0.1, 'warm': True})}",
+                              f"sweep-{trial_id({'lr': 0.2, 'tag': 'b c'})}"]
     assert command_of(jobsets[0]) == "python train.py --lr=0.1 --warm=true"
     assert command_of(jobsets[1]) == "python train.py --lr=0.2 '--tag=b c'"
     env = {e["name"]: e.get("value") for e in
            jobsets[1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert json.loads(env["TPUPLANE_TRIAL_PARAMS"]) == {"lr": 0.2, "tag": "b c"}
     assert jobsets[1]["metadata"]["labels"]["tpuplane.dev/experiment"] == "sweep"
-    assert jobsets[1]["metadata"]["labels"]["tpuplane.dev/trial"] == "1"
+    assert jobsets[1]["metadata"]["labels"]["tpuplane.dev/trial"] == trial_id({"lr": 0.2, "tag": "b c"})
+
+
+def test_experiment_trial_id_is_pinned():
+    """Trial names are JobSet names a stack owns: changing the hash would replace (re-run) every trial."""
+    assert trial_id({"lr": 0.1}) == "tsn2sq"
+
+
+def test_experiment_trial_ids_are_dns_safe_and_tell_values_apart():
+    ids = [trial_id(p) for p in ({"x": 1}, {"x": 1.0}, {"x": True}, {"x": "1"}, {"y": 1}, {})]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 6 and i.isalnum() and i == i.lower() for i in ids)
+
+
+def test_experiment_editing_a_grid_keeps_every_name_with_its_parameters():
+    def by_name(jobsets):
+        return {j["metadata"]["name"]: command_of(j) for j in jobsets}
+
+    before = by_name(render_experiment(experiment(grid={"lr": [0.1, 0.01], "batch": [128]})))
+    after = by_name(render_experiment(experiment(grid={"lr": [0.3, 0.1, 0.01], "batch": [128, 256]})))
+    assert len(after) == 6
+    assert {name: after[name] for name in before} == before
+
+
+def test_experiment_trial_order_does_not_rename_trials():
+    a = names(render_experiment(experiment(trials=[{"lr": 1}, {"lr": 2}])))
+    b = names(render_experiment(experiment(trials=[{"lr": 2}, {"lr": 1}])))
+    assert a == b[::-1]
+
+
+def test_experiment_repeated_trial_is_refused():
+    [problem] = experiment_problems(experiment(trials=[{"lr": 1}, {"lr": 2}, {"lr": 1}]))
+    assert problem.path == "trials[2]" and "trial 0" in problem.hint
+
+
+def test_experiment_repeated_grid_value_is_refused():
+    [problem] = experiment_problems(experiment(grid={"lr": [1, 1]}))
+    assert problem.path == "grid"
+
+
+def test_experiment_user_labels_cannot_take_tpuplanes_keys():
+    problems = experiment_problems(experiment(labels={"tpuplane.dev/trial": "x"}))
+    assert [p.path for p in problems] == ["labels"]
 
 
 def test_experiment_without_sweep_runs_once_under_its_name():
@@ -78,10 +128,10 @@ def test_experiment_empty_grid_list_is_refused():
 
 
 def test_experiment_name_limit_accounts_for_the_trial_suffix():
-    ok_len = 50 - len("-9")  # Kueue's jobset-<name>-<hash> caps a v6e-16 workload name at 50
+    ok_len = 50 - len("-abcdef")  # Kueue's jobset-<name>-<hash> caps a v6e-16 workload name at 50
     assert experiment_problems(experiment(name="a" * ok_len, grid={"x": list(range(10))})) == []
     [problem] = experiment_problems(experiment(name="a" * (ok_len + 1), grid={"x": list(range(10))}))
-    assert problem.path == "name" and "with 10 trials" in problem.allowed
+    assert problem.path == "name" and "at most 43 characters" in problem.allowed
 
 
 def test_experiment_too_many_trials_is_refused():

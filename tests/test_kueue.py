@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from fractions import Fraction
 from typing import Any
 
@@ -14,7 +15,9 @@ from hypothesis import strategies as st
 from tpuplane.infra import kueue
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.k8s_validation import manifest_errors
-from tpuplane.infra.scheduling import TPU_RESOURCE, slice_chips
+from tpuplane.infra.catalog import resolve_tpu_type
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.scheduling import TPU_RESOURCE
 
 BASE: dict[str, Any] = {
     "gcp:project": "acme-ml",
@@ -36,10 +39,19 @@ TEAMS = [{"name": "research", "share": 0.5, "borrowingLimit": 0.25},
          {"name": "prod", "namespace": "serving", "share": 0.3, "lendingLimit": 0.5, "priority": "high"}]
 
 
-def stack(pools: list[dict[str, Any]], teams: list[dict[str, Any]] | None = None, **kueue_cfg: Any):
+# A Shared Pathways Service holding the first 2 of 3 v6e-16 slices: Kueue owns only the third.
+PATHWAYS = {"name": "pw", "tpuPool": "serve", "slices": 2, "jaxVersion": "0.10.0"}
+DEDICATED_POOLS = [{"name": "serve", "tpuType": "v6e-16", "slices": 3},
+                   {"name": "batch", "tpuType": "v6e-16", "slices": 2, "capacity": "spot"}]
+
+
+def stack(pools: list[dict[str, Any]], teams: list[dict[str, Any]] | None = None, pathways=None, **kueue_cfg: Any):
     raw = copy.deepcopy(BASE) | {"tpuplane:tpuPools": copy.deepcopy(pools)}
     if teams is not None or kueue_cfg:
         raw["tpuplane:kueue"] = {**kueue_cfg, **({"teams": copy.deepcopy(teams)} if teams is not None else {})}
+    if pathways is not None:
+        raw["tpuplane:pathways"] = copy.deepcopy(pathways)
+        raw["tpuplane:cluster"]["cpuPool"] = {"machineType": "n2-standard-32"}  # room for the service's proxies
     return load_stack_config(raw)
 
 
@@ -48,11 +60,21 @@ def tpu_quota(cq: dict[str, Any]) -> dict[str, int]:
     return {f["name"]: f["resources"][0]["nominalQuota"] for g in groups for f in g["flavors"]}
 
 
+def tpu_entries(cqs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """ClusterQueue name -> flavor name -> its google.com/tpu quota entry."""
+    return {cq["metadata"]["name"]: {f["name"]: f["resources"][0] for g in cq["spec"]["resourceGroups"]
+                                     if g["coveredResources"] == [TPU_RESOURCE] for f in g["flavors"]}
+            for cq in cqs}
+
+
 def pool_capacity(cfg) -> dict[str, int]:
+    """The catalog's chips per slice times the slices Kueue admits to, per flavor."""
     capacity: dict[str, int] = {}
     for pool in cfg.tpu_pools:
-        name = kueue.pool_flavor_name(pool)
-        capacity[name] = capacity.get(name, 0) + slice_chips(pool.spec, pool.slices)
+        name = kueue.pool_flavor_name(cfg, pool)
+        chips = resolve_tpu_type(pool.tpu_type, machine_type=pool.machine_type).chips * cfg.queued_slices(pool)
+        if chips:
+            capacity[name] = capacity.get(name, 0) + chips
     return capacity
 
 
@@ -60,11 +82,86 @@ def pool_capacity(cfg) -> dict[str, int]:
 @pytest.mark.parametrize("pools", POOL_CONFIGS.values(), ids=POOL_CONFIGS.keys())
 def test_cluster_queues_quota_equals_pool_capacity_for_every_flavor(pools, teams):
     cfg = stack(pools, teams)
+    assert pool_capacity(cfg)  # every config has capacity to split
     totals: dict[str, int] = {}
     for cq in kueue.render_cluster_queues(cfg):
         for flavor, chips in tpu_quota(cq).items():
             totals[flavor] = totals.get(flavor, 0) + chips
     assert totals == pool_capacity(cfg)
+
+
+@pytest.mark.parametrize("teams", [None, TEAMS], ids=["single-queue", "teams"])
+def test_cluster_queues_quota_leaves_out_slices_dedicated_to_a_service(teams):
+    cfg = stack(DEDICATED_POOLS, teams, pathways=PATHWAYS)
+    totals: dict[str, int] = {}
+    for cq in kueue.render_cluster_queues(cfg):
+        for flavor, chips in tpu_quota(cq).items():
+            totals[flavor] = totals.get(flavor, 0) + chips
+    assert totals == pool_capacity(cfg) == {"tpu-v6e-slice-4x4": 16, "tpu-v6e-slice-4x4-spot": 32}
+
+
+def test_pool_wholly_dedicated_to_a_service_has_no_flavor():
+    cfg = stack(DEDICATED_POOLS, pathways={**PATHWAYS, "slices": 3})
+    assert [f.name for f in kueue.tpu_flavors(cfg)] == ["tpu-v6e-slice-4x4-spot"]
+
+
+def test_team_quotas_are_whole_slices():
+    """4 slices of 16 chips at 0.5 / 0.3 / 0.2: 2 / 1.2 / 0.8 slices -> 2 / 1 / 1, never 32 / 19 / 13 chips."""
+    teams = [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.3}]
+    quotas = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], teams)))
+    assert {q: e["tpu-v6e-slice-4x4-spot"]["nominalQuota"] for q, e in quotas.items()} == {
+        "a": 32, "b": 16, "unassigned": 16}
+
+
+@settings(max_examples=40, deadline=None)
+@given(shares=st.lists(st.integers(1, 100), min_size=1, max_size=4), slack=st.integers(0, 100),
+       big=st.integers(1, 6), small=st.integers(1, 9))
+def test_team_quotas_are_multiples_of_the_flavor_slice(shares, slack, big, small):
+    total = sum(shares) + slack
+    teams = [{"name": f"t{i}", "share": s / total, "borrowingLimit": 0.5, "lendingLimit": 0.5}
+             for i, s in enumerate(shares)]
+    pools = [{"name": "big", "tpuType": "v5p-128", "slices": big}, {"name": "small", "tpuType": "tpu7x-8",
+                                                                      "slices": small}]
+    try:
+        cfg = stack(pools, teams)
+    except ConfigError:  # a team with less than a slice of every flavor is refused (tested below)
+        return
+    per_slice = {"tpu-v5p-slice-4x4x4": 64, "tpu7x-2x2x1": 4}
+    for entries in tpu_entries(kueue.render_cluster_queues(cfg)).values():
+        for flavor, entry in entries.items():
+            for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                assert entry.get(key, 0) % per_slice[flavor] == 0
+
+
+def test_team_limits_are_whole_slices_rounded_down():
+    teams = [{"name": "a", "share": 0.5, "borrowingLimit": 0.3, "lendingLimit": 0.75}]  # of 4 x 16 chips
+    entry = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], teams)))["a"]
+    # borrowing 0.3 x 4 = 1.2 -> 1 slice; lending 0.75 x 2 = 1.5 -> 1 slice
+    assert entry["tpu-v6e-slice-4x4-spot"] == {"name": TPU_RESOURCE, "nominalQuota": 32, "borrowingLimit": 16,
+                                               "lendingLimit": 16}
+
+
+def test_team_with_less_than_a_slice_of_every_flavor_is_refused():
+    teams = [{"name": "a", "share": 0.9}, {"name": "tiny", "share": 0.1, "borrowingLimit": 0}]
+    with pytest.raises(ConfigError) as exc:
+        stack([{"name": "p", "tpuType": "v6e-16", "slices": 2}], teams)  # tiny: 0.2 slices -> 0
+    [problem] = exc.value.problems
+    assert problem.path == "tpuplane:kueue.teams[1].share"
+    assert "tpu-v6e-slice-4x4 has 2" in problem.hint
+
+
+def test_team_with_a_slice_of_some_flavor_is_accepted():
+    teams = [{"name": "a", "share": 0.9}, {"name": "tiny", "share": 0.1, "borrowingLimit": 0}]
+    pools = [{"name": "p", "tpuType": "v6e-16", "slices": 2}, {"name": "q", "tpuType": "tpu7x-8", "slices": 10}]
+    quotas = tpu_entries(kueue.render_cluster_queues(stack(pools, teams)))["tiny"]
+    assert {f: e["nominalQuota"] for f, e in quotas.items()} == {"tpu-v6e-slice-4x4": 0, "tpu7x-2x2x1": 4}
+
+
+def test_team_with_less_than_a_slice_but_free_to_borrow_is_accepted():
+    teams = [{"name": "a", "share": 0.9}, {"name": "tiny", "share": 0.1}]  # no borrowing limit
+    quotas = tpu_entries(kueue.render_cluster_queues(stack([{"name": "p", "tpuType": "v6e-16", "slices": 2}],
+                                                           teams)))
+    assert quotas["tiny"]["tpu-v6e-slice-4x4"]["nominalQuota"] == 0
 
 
 def test_flavors_one_per_node_label_set():
@@ -79,9 +176,23 @@ def test_spot_flavor_selects_spot_nodes_and_tolerates_tpu_taint():
     assert flavor["spec"]["nodeLabels"] == {"cloud.google.com/gke-spot": "true",
                                             "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
                                             "cloud.google.com/gke-tpu-topology": "4x4",
+                                            "node.kubernetes.io/instance-type": "ct6e-standard-4t",
                                             "tpuplane.dev/capacity": "spot"}
-    assert {"key": "google.com/tpu", "operator": "Equal", "value": "present",
-            "effect": "NoSchedule"} in flavor["spec"]["tolerations"]
+    assert flavor["spec"]["tolerations"] == [{"key": "google.com/tpu", "operator": "Equal", "value": "present",
+                                              "effect": "NoSchedule"}]
+
+
+def test_one_shape_on_two_machine_types_gets_two_flavors():
+    """v6e-8 (2x4) on two ct6e-standard-4t VMs and on one ct6e-standard-8t VM share the TPU node labels."""
+    pools = [{"name": "two", "tpuType": "v6e-8", "slices": 2},
+             {"name": "one", "tpuType": "v6e-8", "machineType": "ct6e-standard-8t", "slices": 3}]
+    cfg = stack(pools)
+    flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"]["node.kubernetes.io/instance-type"]
+               for f in kueue.render_flavors(cfg, "cpu")[:-1]}
+    assert flavors == {"tpu-v6e-slice-2x4-ct6e-standard-4t": "ct6e-standard-4t",
+                       "tpu-v6e-slice-2x4-ct6e-standard-8t": "ct6e-standard-8t"}
+    [cq] = kueue.render_cluster_queues(cfg)
+    assert tpu_quota(cq) == {"tpu-v6e-slice-2x4-ct6e-standard-4t": 16, "tpu-v6e-slice-2x4-ct6e-standard-8t": 24}
 
 
 def test_cpu_flavor_selects_the_named_cpu_pool():
@@ -125,13 +236,15 @@ def test_teams_get_cohort_namespace_selector_and_reclaim():
     assert "namespaceSelector" not in cqs["unassigned"]["spec"]  # lends only; Kueue's nil selector matches nothing
 
 
-def test_team_limits_are_fractions_in_whole_units():
-    cfg = stack(POOL_CONFIGS["one-spot-pool"], TEAMS)
-    cqs = {cq["metadata"]["name"]: cq for cq in kueue.render_cluster_queues(cfg)}
-    research = cqs["research"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
-    prod = cqs["prod"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
-    assert research == {"name": TPU_RESOURCE, "nominalQuota": 32, "borrowingLimit": 16}  # 64 chips
-    assert prod == {"name": TPU_RESOURCE, "nominalQuota": 19, "lendingLimit": 9}
+def test_team_limits_are_fractions_in_whole_slices():
+    entries = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], TEAMS)))
+    # 4 slices of 16 chips: research 0.5 -> 2 slices, borrowing 0.25 x 4 -> 1; prod 0.3 -> 1.2 -> 1 slice,
+    # lending 0.5 x 1 -> 0; unassigned 0.2 -> 0.8 -> 1 (the largest remainder).
+    assert entries["research"]["tpu-v6e-slice-4x4-spot"] == {"name": TPU_RESOURCE, "nominalQuota": 32,
+                                                             "borrowingLimit": 16}
+    assert entries["prod"]["tpu-v6e-slice-4x4-spot"] == {"name": TPU_RESOURCE, "nominalQuota": 16,
+                                                         "lendingLimit": 0}
+    assert entries["unassigned"]["tpu-v6e-slice-4x4-spot"] == {"name": TPU_RESOURCE, "nominalQuota": 16}
 
 
 def test_team_local_queues_live_in_team_namespaces():
@@ -193,7 +306,7 @@ def test_team_split_sums_to_capacity_for_any_shares(shares, slack, slices):
     teams = [{"name": f"t{i}", "share": s / total} for i, s in enumerate(shares)]
     cfg = stack([{"name": "p", "tpuType": "v6e-16", "slices": slices}], teams)
     quotas = kueue.cluster_queue_quotas(cfg)
-    assert sum(q.tpu["tpu-v6e-slice-4x4"] for q in quotas) == slices * 16
+    assert sum(q.slices["tpu-v6e-slice-4x4"] for q in quotas) == slices
     assert sum(q.cpu for q in quotas) == kueue.cpu_pool_quota(cfg)[0]
     assert sum(q.memory_mib for q in quotas) == kueue.cpu_pool_quota(cfg)[1]
 
@@ -219,11 +332,30 @@ def test_controller_sizing_follows_xpks_formula():
     assert kueue.jobset_helm_values(huge, "cpu")["controller"]["resources"]["limits"]["memory"] == "5772Mi"
 
 
+def manager_config(cfg) -> dict[str, Any]:
+    return yaml.safe_load(kueue.kueue_helm_values(cfg, "cpu")["managerConfig"]["controllerManagerConfigYaml"])
+
+
 def test_kueue_configuration_enables_jobset_integration():
-    values = kueue.kueue_helm_values(stack([]), "cpu")
-    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    config = manager_config(stack([]))
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+
+
+def test_kueue_configuration_leaves_system_and_controller_namespaces_unmanaged():
+    """The chart copies this selector onto Kueue's Job webhooks: the gate Job in kueue-system is never refused."""
+    config = manager_config(stack([]))
+    assert config["manageJobsWithoutQueueName"] is False
+    assert config["managedJobsNamespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+         "values": ["jobset-system", "kube-system", "kueue-system"]}]}
+    *_, gate = kueue.render_webhook_probe("0.19.2")
+    assert gate["metadata"]["namespace"] in config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"]
+
+
+def test_kueue_configuration_leaves_the_pathways_service_namespace_unmanaged():
+    config = manager_config(stack(DEDICATED_POOLS, pathways=PATHWAYS))
+    assert "pw" in config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"]
 
 
 def test_controllers_tolerate_gke_managed_components_and_run_on_cpu_pool():
@@ -264,10 +396,18 @@ def test_every_rendered_object_is_valid(teams):
     assert [e for o in objs for e in manifest_errors(o)] == []
 
 
-def test_rendering_is_deterministic():
-    a = yaml.safe_dump_all(kueue.render_queue_objects(stack(POOL_CONFIGS["mixed"], TEAMS), "cpu"), sort_keys=True)
-    b = yaml.safe_dump_all(kueue.render_queue_objects(stack(POOL_CONFIGS["mixed"], TEAMS), "cpu"), sort_keys=True)
-    assert a == b
+def test_rendering_does_not_depend_on_pool_or_team_order():
+    teams = [{"name": "a", "share": 0.25}, {"name": "b", "share": 0.25}, {"name": "c", "share": 0.25}]  # ties
+    pools = POOL_CONFIGS["mixed"] + [{"name": "two", "tpuType": "v6e-8", "slices": 3},
+                                     {"name": "one", "tpuType": "v6e-8", "machineType": "ct6e-standard-8t"}]
+    pool_orders = [pools, pools[::-1], pools[3:] + pools[:3], pools[::2] + pools[1::2]]
+
+    def render(cfg) -> str:
+        return yaml.safe_dump_all(kueue.render_queue_objects(cfg, "cpu") + [kueue.kueue_helm_values(cfg, "cpu")],
+                                  sort_keys=True)
+
+    renders = {render(stack(p, list(t))) for p in pool_orders for t in itertools.permutations(teams)}
+    assert len(renders) == 1
 
 
 def test_flavors_of_one_shape_select_disjoint_nodes_by_capacity_class():

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import signal
+import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,14 +16,20 @@ from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.k8s_validation import manifest_errors
 from tpuplane.infra.workload import (
+    JAX_COORDINATOR_PORT,
     RETRY_EXIT_CODES,
     TpuJob,
     TpuWorkloadSpec,
     max_name_length,
     pod_hostname,
     render_tpu_jobset,
+    shell_command,
     workload_problems,
 )
+
+TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Equal", "value": "true",
+                     "effect": "NoSchedule"}
 
 STACK: dict[str, Any] = {
     "gcp:project": "acme-ml",
@@ -39,6 +49,10 @@ def cfg():
 def team_cfg():
     return load_stack_config(copy.deepcopy(STACK) | {"tpuplane:kueue": {"teams": [
         {"name": "research", "share": 0.5, "priority": "low"}]}})
+
+
+def stack_with(*pools: dict[str, Any], **extra: Any):
+    return load_stack_config(copy.deepcopy(STACK) | {"tpuplane:tpuPools": list(pools)} | extra)
 
 
 def workload(name="train", slices=2, tpu_type="v6e-16", capacity="spot", **fields) -> TpuWorkloadSpec:
@@ -74,8 +88,9 @@ def test_jobset_pods_select_and_tolerate_the_pool(cfg):
     assert pod["nodeSelector"] == {"cloud.google.com/gke-spot": "true",
                                    "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
                                    "cloud.google.com/gke-tpu-topology": "4x4",
+                                   "node.kubernetes.io/instance-type": "ct6e-standard-4t",
                                    "tpuplane.dev/capacity": "spot"}
-    assert pod["tolerations"][0]["key"] == "google.com/tpu"
+    assert pod["tolerations"] == [TPU_TOLERATION]
     assert pod["containers"][0]["resources"]["limits"] == {"google.com/tpu": 4}
     assert (pod["hostNetwork"], pod["dnsPolicy"], pod["priorityClassName"]) == (True, "ClusterFirstWithHostNet",
                                                                                "medium")
@@ -95,7 +110,12 @@ def test_jobset_fails_fast_unless_exit_code_is_retryable(cfg):
     assert rule["onExitCodes"]["values"] == sorted({7, *RETRY_EXIT_CODES})
     assert js["spec"]["failurePolicy"]["maxRestarts"] == 3
     assert js["spec"]["failurePolicy"]["rules"][0]["onJobFailureReasons"] == ["PodFailurePolicy"]
-    assert js["spec"]["ttlSecondsAfterFinished"] == 43200
+
+
+def test_jobset_has_no_ttl_unless_asked(cfg):
+    """A stack-owned JobSet deleted by its TTL would be re-created (re-run) by the next `pulumi up`."""
+    assert "ttlSecondsAfterFinished" not in render_tpu_jobset(workload(), cfg)["spec"]
+    assert render_tpu_jobset(workload(ttl_seconds_after_finished=600), cfg)["spec"]["ttlSecondsAfterFinished"] == 600
 
 
 def test_jobset_multislice_env_points_at_slice_zero_vm_zero(cfg):
@@ -166,7 +186,8 @@ def test_tpu_type_no_pool_provides_lists_the_pools(cfg):
         render_tpu_jobset(workload(tpu_type="tpu7x-8", capacity="on-demand"), cfg)
     [problem] = exc.value.problems
     assert problem.path == "jobs[0].tpuType"
-    assert "train (v6e-16 x4, spot)" in problem.allowed and "big (v5p-128 x2, on-demand)" in problem.allowed
+    assert "train (v6e-16 x4 for Kueue, spot)" in problem.allowed
+    assert "big (v5p-128 x2 for Kueue, on-demand)" in problem.allowed
 
 
 def test_capacity_no_pool_provides_is_refused(cfg):
@@ -214,5 +235,160 @@ def test_job_group_member_names_must_differ():
 
 def test_args_are_shell_quoted():
     job = TpuJob(tpu_type="v6e-16", image="i", command="python t.py", args=["--msg=a b; rm -rf /"])
-    js = render_tpu_jobset(TpuWorkloadSpec(name="q", jobs=[job]))
-    assert pod_spec(js)["containers"][0]["command"] == ["/bin/sh", "-c", "python t.py '--msg=a b; rm -rf /'"]
+    sh, flag, script = pod_spec(render_tpu_jobset(TpuWorkloadSpec(name="q", jobs=[job])))["containers"][0]["command"]
+    assert (sh, flag) == ("/bin/sh", "-c")
+    assert "\npython t.py '--msg=a b; rm -rf /'\n" in script
+
+
+def test_command_runs_in_the_sigterm_forwarding_wrapper():
+    job = TpuJob(tpu_type="v6e-16", image="i", command="python train.py # the comment stays harmless")
+    script = shell_command(job)[2]
+    assert script.startswith("trap ")
+    assert "(\npython train.py # the comment stays harmless\n) &\n" in script
+    assert script.rstrip().endswith('exit "$code"')
+
+
+# The wrapper is real shell: run it with /bin/sh. It signals its own process group, so each run gets a session
+# of its own (as a container's PID 1 has) and can never signal pytest.
+def run_wrapped(command: str, *, term_after: float | None = None) -> int:
+    job = TpuJob(tpu_type="v6e-16", image="i", command=command)
+    proc = subprocess.Popen(shell_command(job), start_new_session=True, stderr=subprocess.DEVNULL)
+    if term_after is not None:
+        time.sleep(term_after)
+        proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=20)
+
+
+def handler_program(marker: Path, code: int) -> str:
+    """A program that records SIGTERM in `marker` and exits with `code`; 'ready' once its handler is set."""
+    return (f"python3 -c 'import signal, sys, time, pathlib\n"
+            f"signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path(\"{marker}\").write_text(\"TERM\"), "
+            f"sys.exit({code})))\n"
+            f"pathlib.Path(\"{marker}.ready\").touch()\n"
+            f"time.sleep(30)'")
+
+
+def wait_ready(marker: Path) -> None:
+    deadline = time.monotonic() + 10
+    while not Path(f"{marker}.ready").exists():
+        assert time.monotonic() < deadline, "the program never started"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("shape", ["{}", "cd / && {}", "{} | cat"], ids=["single", "and-list", "pipeline"])
+def test_sigterm_reaches_the_program_and_its_exit_code_propagates(tmp_path: Path, shape: str):
+    marker = tmp_path / "got-term"
+    job = TpuJob(tpu_type="v6e-16", image="i", command=shape.format(handler_program(marker, 7)))
+    proc = subprocess.Popen(shell_command(job), start_new_session=True, stderr=subprocess.DEVNULL)
+    wait_ready(marker)
+    proc.send_signal(signal.SIGTERM)
+    # a pipeline's code is its last command's: `cat` got the TERM too
+    assert proc.wait(timeout=20) == (7 if shape != "{} | cat" else 128 + signal.SIGTERM)
+    assert marker.read_text() == "TERM"
+
+
+def test_sigterm_kills_a_program_without_handler_with_a_retryable_code():
+    assert run_wrapped("sleep 30", term_after=0.3) == 128 + signal.SIGTERM
+    assert 128 + signal.SIGTERM in RETRY_EXIT_CODES
+
+
+@pytest.mark.parametrize("command, code", [("exit 3", 3), ("true", 0), ("false && true", 1)])
+def test_wrapper_exits_with_the_programs_code(command, code):
+    assert run_wrapped(command) == code
+
+
+def test_jax_coordinator_port_is_jaxs_cloud_tpu_default():
+    """JAX's own constant, read from the installed JAX: the port must be the one JAX itself would use."""
+    from jax._src.clusters import cloud_tpu_cluster
+
+    assert str(JAX_COORDINATOR_PORT) == cloud_tpu_cluster.coordinator_port
+
+
+def test_slices_a_service_holds_do_not_count(cfg):
+    """3 v6e-16 slices, the first 2 held by the Shared Pathways Service: Kueue can admit 1 slice at most."""
+    pools = [{"name": "serve", "tpuType": "v6e-16", "slices": 3}]
+    stack = stack_with(*pools, **{"tpuplane:pathways": {"name": "pw", "tpuPool": "serve", "slices": 2,
+                                                        "jaxVersion": "0.10.0"},
+                                  "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b",
+                                                       "cpuPool": {"machineType": "n2-standard-32"}}})
+    assert workload_problems(workload(slices=1, capacity="on-demand"), stack) == []
+    [problem] = workload_problems(workload(slices=2, capacity="on-demand"), stack)
+    assert problem.path == "jobs[0].slices" and "at most 1" in problem.allowed
+
+
+def test_pool_wholly_held_by_a_service_provides_nothing():
+    stack = stack_with({"name": "serve", "tpuType": "v6e-16", "slices": 2},
+                       **{"tpuplane:pathways": {"name": "pw", "tpuPool": "serve", "jaxVersion": "0.10.0"},
+                          "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b",
+                                               "cpuPool": {"machineType": "n2-standard-32"}}})
+    [problem] = workload_problems(workload(slices=1, capacity="on-demand"), stack)
+    assert problem.path == "jobs[0].tpuType"
+
+
+def test_job_group_slices_add_up_per_flavor(cfg):
+    """Two members on the 4 spot v6e-16 slices: 3 + 2 can never be admitted together."""
+    jobs = [TpuJob(name="a", tpu_type="v6e-16", capacity="spot", slices=3, image="i", command="c"),
+            TpuJob(name="b", tpu_type="v6e-16", capacity="spot", slices=2, image="i", command="c")]
+    [problem] = workload_problems(TpuWorkloadSpec(name="g", jobs=jobs), cfg)
+    assert problem.path == "jobs[1].slices"
+    assert "at most 1" in problem.allowed and "jobs a, b share it" in problem.allowed
+    jobs[1] = jobs[1].model_copy(update={"slices": 1})
+    assert workload_problems(TpuWorkloadSpec(name="g", jobs=jobs), cfg) == []
+
+
+def test_team_queue_cannot_ask_for_more_than_it_owns_or_may_borrow():
+    stack = load_stack_config(copy.deepcopy(STACK) | {"tpuplane:kueue": {"teams": [
+        {"name": "a", "share": 0.5, "borrowingLimit": 0.25}, {"name": "b", "share": 0.5}]}})
+    # team a: 2 of the 4 spot slices, and 1 more borrowed at most
+    assert workload_problems(workload(slices=3, queue="a", namespace="a"), stack) == []
+    [problem] = workload_problems(workload(slices=4, queue="a", namespace="a"), stack)
+    assert problem.path == "jobs[0].slices" and "what queue a owns or may borrow" in problem.allowed
+
+
+def test_more_than_one_queued_member_is_refused():
+    jobs = [TpuJob(name="a", tpu_type="v6e-16", capacity="queued", image="i", command="c"),
+            TpuJob(name="b", tpu_type="v6e-16", capacity="queued", image="i", command="c")]
+    [problem] = workload_problems(TpuWorkloadSpec(name="g", jobs=jobs))
+    assert problem.path == "jobs[1].capacity" and "ProvisioningRequest" in problem.hint
+
+
+def test_queued_workload_carries_the_pools_max_run_duration():
+    stack = stack_with({"name": "dws", "tpuType": "v6e-16", "slices": 2, "capacity": "queued",
+                        "maxRunDuration": "86400s"})
+    js = render_tpu_jobset(workload(capacity="queued"), stack)
+    assert js["metadata"]["annotations"]["provreq.kueue.x-k8s.io/maxRunDurationSeconds"] == "86400"
+    assert pod_spec(js)["tolerations"] == [TPU_TOLERATION, QUEUED_TOLERATION]
+
+
+def test_queued_workload_without_a_pool_limit_has_no_max_run_duration():
+    stack = stack_with({"name": "dws", "tpuType": "v6e-16", "slices": 2, "capacity": "queued"})
+    annotations = render_tpu_jobset(workload(capacity="queued"), stack)["metadata"]["annotations"]
+    assert "provreq.kueue.x-k8s.io/maxRunDurationSeconds" not in annotations
+
+
+def test_machine_type_selects_the_pool_of_that_host():
+    """v6e-8 runs on two ct6e-standard-4t VMs or one ct6e-standard-8t VM; the pods must say which."""
+    stack = stack_with({"name": "one", "tpuType": "v6e-8", "machineType": "ct6e-standard-8t", "slices": 2})
+    eight = TpuJob(tpu_type="v6e-8", machine_type="ct6e-standard-8t", image="i", command="c")
+    js = render_tpu_jobset(TpuWorkloadSpec(name="e", jobs=[eight]), stack)
+    assert pod_spec(js)["nodeSelector"]["node.kubernetes.io/instance-type"] == "ct6e-standard-8t"
+    four = TpuJob(tpu_type="v6e-8", image="i", command="c")  # default host: ct6e-standard-4t, no such pool
+    [problem] = workload_problems(TpuWorkloadSpec(name="e", jobs=[four]), stack)
+    assert problem.path == "jobs[0].tpuType" and "ct6e-standard-4t" in problem.given
+
+
+@pytest.mark.parametrize("labels, path", [({"bad key": "v"}, "labels"), ({"team": "bad value"}, "labels.team"),
+                                          ({"x" * 64: "v"}, "labels"), ({"Example.com/x": "v"}, "labels"),
+                                          ({"kueue.x-k8s.io/queue-name": "other"}, "labels"),
+                                          ({"jobset.sigs.k8s.io/jobset-name": "x"}, "labels"),
+                                          ({"tpuplane.dev/workload": "x"}, "labels")])
+def test_bad_or_reserved_labels_are_refused(labels, path):
+    [problem] = workload_problems(workload(labels=labels))
+    assert problem.path == path
+
+
+def test_good_labels_reach_jobset_and_pods(cfg):
+    js = render_tpu_jobset(workload(labels={"example.com/team": "ml", "cost-center": ""}), cfg)
+    assert js["metadata"]["labels"]["example.com/team"] == "ml"
+    assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]["cost-center"] == ""
+    assert manifest_errors(js) == []

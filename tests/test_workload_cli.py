@@ -10,6 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tpuplane.cli.workload import app, experiment_app
+from tpuplane.infra.experiments import trial_id
 from tpuplane.infra.k8s_validation import manifest_errors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +67,7 @@ def test_workload_render_checks_against_the_stack_pools(stack_file: Path):
     assert ok.exit_code == 0
     missing = invoke(*BASE, "--config", str(stack_file), "--project-dir", str(REPO))  # on-demand: no such pool
     assert missing.exit_code == 2
-    assert "train (v6e-16 x2, spot)" in missing.stderr
+    assert "train (v6e-16 x2 for Kueue, spot)" in missing.stderr
 
 
 def test_experiment_render_prints_one_jobset_per_trial(tmp_path: Path):
@@ -75,7 +76,15 @@ def test_experiment_render_prints_one_jobset_per_trial(tmp_path: Path):
                                     "grid": {"lr": [1, 2]}}))
     result = invoke("experiment", "render", str(path))
     assert result.exit_code == 0
-    assert [d["metadata"]["name"] for d in yaml.safe_load_all(result.stdout)] == ["lr-0", "lr-1"]
+    jobsets = list(yaml.safe_load_all(result.stdout))
+    assert [d["metadata"]["name"] for d in jobsets] == [f"lr-{trial_id({'lr': 1})}", f"lr-{trial_id({'lr': 2})}"]
+    assert [d["spec"]["ttlSecondsAfterFinished"] for d in jobsets] == [43200, 43200]  # kubectl users: xpk's 12 h
+
+
+def test_workload_render_keeps_xpks_ttl_for_kubectl_users():
+    assert yaml.safe_load(invoke(*BASE).stdout)["spec"]["ttlSecondsAfterFinished"] == 43200
+    assert yaml.safe_load(invoke(*BASE, "--ttl-seconds-after-finished", "60").stdout)["spec"][
+        "ttlSecondsAfterFinished"] == 60
 
 
 def test_experiment_render_missing_file_exits_2(tmp_path: Path):
