@@ -12,11 +12,6 @@ import sys
 
 import jax
 
-try:
-    jax.config.update("jax_num_cpu_devices", 8)  # must precede the first use of the CPU backend
-except RuntimeError:
-    pass  # another test module started the backend first; `mesh` below skips if it has fewer than 8
-
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
