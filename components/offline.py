@@ -166,7 +166,8 @@ def run_under_mocks(program: Callable[[], None], config: Mapping[str, Any], *, p
     return Plan(project, stack, resources, normalize(outputs))
 
 
-def run_program_file(path: Path, config: Mapping[str, Any], *, project: str, stack: str) -> Plan:
+def run_program_file(path: Path, config: Mapping[str, Any], *, project: str, stack: str,
+                     mocks: pulumi.runtime.Mocks | None = None) -> Plan:
     """Run a Pulumi program file (e.g. stacks/__main__.py) under mocks, as `pulumi up` runs it."""
     return run_under_mocks(lambda: runpy.run_path(str(path), run_name="__main__"), config,
-                           project=project, stack=stack)
+                           project=project, stack=stack, mocks=mocks)

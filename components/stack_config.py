@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import CONFIG
 
+from tpuplane.components.reservation import external_reservation_problems
 from tpuplane.infra.config import StackConfig, load_stack_config
 from tpuplane.infra.errors import ConfigError
 
@@ -23,13 +24,18 @@ def _parse(key: str, value: Any) -> Any:
 
 
 def read_stack_config() -> StackConfig:
-    """All config of this stack, validated. Bad input stops the program before any resource is registered.
+    """All config of this stack, validated, and the reservations it consumes but does not create looked up.
+    Bad input stops the program before any resource is registered.
 
     The `ConfigError` rides as the cause of a `pulumi.RunError`, which Pulumi prints without a traceback;
     `tpuplane plan` prints the same message and exits with status 2.
     """
     raw = {key: _parse(key, value) for key, value in sorted(CONFIG.get().items())}
     try:
-        return load_stack_config(raw)
+        cfg = load_stack_config(raw)
+        problems = external_reservation_problems(cfg)
+        if problems:
+            raise ConfigError(problems)
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack config:\n{exc}") from exc
+    return cfg

@@ -1,0 +1,68 @@
+"""Pre-flight checks of reservations that live outside the stack (Cluster Toolkit's and xpk's checks).
+
+The stack program looks each one up (`gcp.compute.get_reservation`) before any pool exists; these pure
+functions judge what came back, so a wrong name, machine type, zone or a full reservation fails at preview
+with the config path, not minutes into `pulumi up` with GKE's "incorrect for the requested resources".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tpuplane.infra.config import RESERVATION_PATH, StackConfig, TpuPoolConfig
+from tpuplane.infra.errors import Problem
+
+
+@dataclass(frozen=True)
+class ExternalReservation:
+    """Where to look a pool's reservation up: GKE resolves a bare name in the cluster's project and zone."""
+
+    pool_index: int
+    project: str
+    name: str
+    zone: str
+
+
+@dataclass(frozen=True)
+class ReservationFacts:
+    """What Compute Engine says about a specific reservation."""
+
+    status: str
+    zone: str
+    machine_type: str
+    count: int
+    in_use: int
+
+
+def external_reservations(cfg: StackConfig) -> list[ExternalReservation]:
+    """The reservations pools consume that this stack does not create (blocks are looked up by their reservation)."""
+    lookups = []
+    for i, pool in enumerate(cfg.tpu_pools):
+        if pool.reservation and cfg.stack_reservation(pool) is None:
+            match = RESERVATION_PATH.fullmatch(pool.reservation)
+            if match:
+                lookups.append(ExternalReservation(i, match["project"] or cfg.project, match["name"], cfg.cluster.zone))
+    return lookups
+
+
+def reservation_problems(lookup: ExternalReservation, pool: TpuPoolConfig, facts: ReservationFacts | None
+                         ) -> list[Problem]:
+    """The pool fits the reservation: it exists in the pool's zone, is READY, holds the pool's machine type and
+    has room for every VM of its slices. `facts` None means the reservation was not found."""
+    path = f"tpuplane:tpuPools[{lookup.pool_index}].reservation"
+    where = f"projects/{lookup.project}/zones/{lookup.zone}/reservations/{lookup.name}"
+    if facts is None:
+        return [Problem(path, pool.reservation, f"an existing reservation ({where} was not found)",
+                        "check the name and project, or declare it in tpuplane:reservations")]
+    spec = pool.spec
+    problems = []
+    if facts.machine_type != spec.machine_type:
+        problems.append(Problem(path, pool.reservation, f"a reservation of {spec.machine_type} machines",
+                                f"{where} holds {facts.machine_type}"))
+    if facts.status != "READY":
+        problems.append(Problem(path, pool.reservation, "a READY reservation", f"{where} is {facts.status}"))
+    needed, free = pool.slices * spec.vms_per_slice, facts.count - facts.in_use
+    if needed > free:
+        problems.append(Problem(path, pool.reservation, f"a reservation with {needed} free VMs for {pool.slices} "
+                                f"slices of {pool.tpu_type}", f"{where} has {free} of {facts.count} free"))
+    return problems
