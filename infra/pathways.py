@@ -32,7 +32,7 @@ from typing import Any
 from tpuplane.infra.catalog import TpuSpec
 from tpuplane.infra.images import pull_policy
 from tpuplane.infra.kueue import cpu_machine_shape
-from tpuplane.infra.proxy import PROXY_RESOURCES, matching_proxy_image
+from tpuplane.infra.proxy import PROXY_RESOURCES
 from tpuplane.infra.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,

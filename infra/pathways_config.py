@@ -37,14 +37,13 @@ from tpuplane.infra.pathways import (
     LABEL_VALUE_MAX,
     PATHWAYS_GENERATIONS,
     machine_shape,
-    matching_proxy_image,
     pathways_cpu_requirements,
     pathways_head_host,
     pathways_service_address,
     scratch_bucket_name,
     server_image_for_jax,
 )
-from tpuplane.infra.proxy import PROXY_RESOURCES, parse_gcs_location, parse_image
+from tpuplane.infra.proxy import PROXY_RESOURCES, matching_proxy_image, parse_gcs_location, parse_image
 from tpuplane.infra.sidecar_image import base_image_for
 
 if TYPE_CHECKING:

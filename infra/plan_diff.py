@@ -118,10 +118,6 @@ def parse_plan(raw: object, source: str = "plan") -> Plan:
 # ---------------------------------------------------------------------------------------------------------
 # TPU facts of a node pool, from its machine type (GCE names; the `-Nt` suffix is chips per VM)
 
-TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-
-
 @dataclass(frozen=True)
 class TpuPool:
     """A node pool with a TPU machine type: one slice of `vms` VMs."""

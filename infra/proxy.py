@@ -234,15 +234,6 @@ def matching_proxy_image(server_image: str) -> str | None:
     return f"{base}{sep}proxy_server{tag}{at}{digest}"
 
 
-def proxy_image_for(server_image: str) -> str:
-    """The proxy image that matches a server image: `.../pathways/server:<tag>` -> `.../pathways/proxy_server:<tag>`."""
-    proxy = matching_proxy_image(server_image)
-    if proxy is None:
-        raise ConfigError.at("server_image", server_image, "an image whose last path component is 'server'",
-                             "pass the proxy image explicitly")
-    return proxy
-
-
 @dataclass(frozen=True)
 class ProxyOptions:
     """What `proxy_options=["key:value", ...]` may change; every other key is an error, never silently ignored."""

@@ -288,7 +288,6 @@ class _Heartbeat:
         self._kube, self._namespace, self._name, self._interval, self._warn = kube, namespace, name, interval, warn
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{name}", daemon=True)
-        self.beats = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -302,7 +301,6 @@ class _Heartbeat:
         while not self._stop.wait(self._interval):
             try:
                 self._kube.patch_job_annotations(self._namespace, self._name, proxy.heartbeat_annotations(time.time()))
-                self.beats += 1
             except ApiException as error:
                 if error.status == 404:
                     self._warn(f"proxy Job {self._name} is gone (deleted, or past its deadline); heartbeat stopped")

@@ -15,7 +15,6 @@ from tpuplane.infra.naming import workload_policy_name
 from tpuplane.infra.pathways import (
     DEFAULT_SHM_DIR,
     attach_colocated_sidecar,
-    matching_proxy_image,
     pathways_head_host,
     pathways_service_address,
     render_pathways_namespace,
@@ -194,16 +193,6 @@ def test_workers_reach_the_resource_manager_and_learn_their_slice():
 def test_pathways_service_address_is_qualified_with_the_namespace():
     assert pathways_head_host("pw") == "pw-pathways-head-0-0.pw"
     assert pathways_service_address("pw") == "pw-pathways-head-0-0.pw.pw.svc:29001"
-
-
-@pytest.mark.parametrize("server, proxy", [
-    (SERVER, "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.9.0"),
-    ("reg:5000/pathways/server@sha256:" + "a" * 64, "reg:5000/pathways/proxy_server@sha256:" + "a" * 64),
-    ("r/server:jax-0.8.0@sha256:" + "b" * 64, "r/proxy_server:jax-0.8.0@sha256:" + "b" * 64),
-    ("r/rm:jax-0.8.0", None),
-])
-def test_matching_proxy_image_keeps_tag_and_digest(server, proxy):
-    assert matching_proxy_image(server) == proxy
 
 
 @pytest.mark.parametrize("image, policy", [

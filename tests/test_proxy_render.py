@@ -114,14 +114,14 @@ def test_proxy_job_name_is_a_dns_label_with_the_suffix(user):
      "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.9.0"),
     ("us-docker.pkg.dev/x/pathways/server@sha256:" + "b" * 64, "us-docker.pkg.dev/x/pathways/proxy_server@sha256:" + "b" * 64),
     ("localhost:5000/pathways/server", "localhost:5000/pathways/proxy_server"),
+    ("r/server:jax-0.8.0@sha256:" + "b" * 64, "r/proxy_server:jax-0.8.0@sha256:" + "b" * 64),
 ])
-def test_proxy_image_for_keeps_the_server_tag(server, expected):
-    assert proxy.proxy_image_for(server) == expected
+def test_matching_proxy_image_keeps_the_server_tag(server, expected):
+    assert proxy.matching_proxy_image(server) == expected
 
 
-def test_proxy_image_for_rejects_other_images():
-    with pytest.raises(ConfigError, match="server_image"):
-        proxy.proxy_image_for("us-docker.pkg.dev/x/pathways/worker:jax-0.9.0")
+def test_matching_proxy_image_has_none_for_other_images():
+    assert proxy.matching_proxy_image("us-docker.pkg.dev/x/pathways/worker:jax-0.9.0") is None
 
 
 # ---- reading the service ------------------------------------------------------------------------------------------
