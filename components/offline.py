@@ -123,6 +123,16 @@ class _RecordingMonitor(_mocks.MockMonitor):
         super().__init__(mocks)
         self.recorded: list[PlannedResource] = []
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """URNs as the engine makes them, so plans name resources as `pulumi preview` does: a child's type is
+        qualified by every ancestor's type, and the root stack qualifies nothing (the stock mock monitor keeps
+        only the parent's last type and prefixes the stack's)."""
+        if parent:
+            qualified = parent.split("::")[2]
+            if qualified != "pulumi:pulumi:Stack":
+                type_ = f"{qualified}${type_}"
+        return "urn:pulumi:" + "::".join([pulumi.get_stack(), pulumi.get_project(), type_, name])
+
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         urn = self.make_urn(request.parent, request.type, request.name)
         if request.type == "pulumi:pulumi:Stack":

@@ -204,3 +204,11 @@ def test_plan_reports_an_out_file_it_cannot_write(tmp_path):
 
     assert result.exit_code == 2
     assert "--out: cannot write" in result.stderr
+
+
+def test_plan_urns_qualify_children_by_every_ancestor_as_the_engine_does(dev_json):
+    urns = {r["name"]: r["urn"] for r in json.loads(dev_json)["resources"]}
+
+    assert urns["fleet-dev"] == "urn:pulumi:dev::tpuplane::tpuplane:index:TpuCluster::fleet-dev"
+    assert urns["train-0"] == ("urn:pulumi:dev::tpuplane::tpuplane:index:TpuCluster$tpuplane:index:TpuSlicePool"
+                               "$gcp:container/nodePool:NodePool::train-0")
