@@ -39,10 +39,11 @@ from tpuplane.infra.kueue import (
     tpu_flavors,
 )
 from tpuplane.infra.kueue_config import DEFAULT_PRIORITY, CamelModel, priority_problem
-from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX
+from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, workload_policy_name
 from tpuplane.infra.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
+    PLACEMENT_POLICY_LABEL,
     capacity_class,
     tpu_node_selector,
     tpu_resources,
@@ -365,7 +366,17 @@ def retry_exit_codes(extra: list[int]) -> list[int]:
     return sorted(set(RETRY_EXIT_CODES) | set(extra))
 
 
-def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]) -> dict[str, Any]:
+def placement_policies(cfg: StackConfig | None, job: TpuJob) -> list[str]:
+    """The workload policies of the pools a tpu7/tpu7x multi-host job may land on: its pods select them, as
+    GKE requires for slices placed by a workload policy. Empty without a stack (the policy names live there)."""
+    if cfg is None or not job.spec.needs_workload_policy:
+        return []
+    pools = _pools_for(cfg, job.spec, job.capacity)
+    return sorted(workload_policy_name(cfg.cluster.name, pool.name) for pool in pools)
+
+
+def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str],
+                  policies: list[str]) -> dict[str, Any]:
     spec = job.spec
     user_env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
     pod: dict[str, Any] = {
@@ -388,12 +399,18 @@ def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]
         }],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
+    if len(policies) == 1:
+        pod["nodeSelector"] = dict(sorted({**pod["nodeSelector"], PLACEMENT_POLICY_LABEL: policies[0]}.items()))
+    elif policies:  # several pool groups of the shape: any of their policies
+        pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": PLACEMENT_POLICY_LABEL, "operator": "In", "values": policies}]}]}}}
     if workload.service_account:
         pod["serviceAccountName"] = workload.service_account
     return {"metadata": {"labels": labels}, "spec": pod}
 
 
-def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]) -> dict[str, Any]:
+def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str],
+                    policies: list[str]) -> dict[str, Any]:
     vms = job.spec.vms_per_slice
     return {
         "name": job.name,
@@ -408,7 +425,7 @@ def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, st
                 "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn",
                                 "values": retry_exit_codes(workload.restart_on_exit_codes)},
             }]},
-            "template": _pod_template(workload, job, labels),
+            "template": _pod_template(workload, job, labels, policies),
         }},
     }
 
@@ -435,7 +452,8 @@ def render_tpu_jobset(spec: TpuWorkloadSpec, cfg: StackConfig | None = None, *,
     if (seconds := max_run_duration_seconds(workload, cfg)) is not None:
         annotations[MAX_RUN_DURATION_ANNOTATION] = str(seconds)
     jobset_spec: dict[str, Any] = {
-        "replicatedJobs": [_replicated_job(workload, job, labels) for job in workload.jobs],
+        "replicatedJobs": [_replicated_job(workload, job, labels, placement_policies(cfg, job))
+                           for job in workload.jobs],
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         "successPolicy": {"operator": "All"},
         "failurePolicy": {

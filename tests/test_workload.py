@@ -392,3 +392,27 @@ def test_good_labels_reach_jobset_and_pods(cfg):
     assert js["metadata"]["labels"]["example.com/team"] == "ml"
     assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]["cost-center"] == ""
     assert manifest_errors(js) == []
+
+
+def test_tpu7x_multi_host_pods_select_their_pools_workload_policy():
+    cfg = stack_with({"name": "ir", "tpuType": "tpu7x-16", "slices": 2})
+    pod = pod_spec(render_tpu_jobset(workload(tpu_type="tpu7x-16", capacity="on-demand"), cfg))
+
+    assert pod["nodeSelector"]["cloud.google.com/placement-policy-name"] == "fleet-ir-wp"
+
+
+def test_tpu7x_multi_host_pods_accept_any_pool_groups_workload_policy():
+    cfg = stack_with({"name": "ir", "tpuType": "tpu7x-16"}, {"name": "ir2", "tpuType": "tpu7x-16"})
+    jobset = render_tpu_jobset(workload(tpu_type="tpu7x-16", slices=1, capacity="on-demand"), cfg)
+    terms = pod_spec(jobset)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "cloud.google.com/placement-policy-name", "operator": "In", "values": ["fleet-ir-wp", "fleet-ir2-wp"]}]}]
+    assert manifest_errors(jobset) == []
+
+
+def test_single_host_tpu7x_pods_select_no_workload_policy():
+    cfg = stack_with({"name": "small", "tpuType": "tpu7x-8"})
+    pod = pod_spec(render_tpu_jobset(workload(tpu_type="tpu7x-8", slices=1, capacity="on-demand"), cfg))
+
+    assert "cloud.google.com/placement-policy-name" not in pod["nodeSelector"] and "affinity" not in pod
