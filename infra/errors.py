@@ -7,6 +7,7 @@ Every rule in `tpuplane.infra` raises `ConfigError` before any resource exists, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -33,3 +34,14 @@ class ConfigError(ValueError):
     @classmethod
     def at(cls, path: str, given: object, allowed: str, hint: str = "") -> "ConfigError":
         return cls(Problem(path, given, allowed, hint))
+
+
+def problems_of(check: Callable[[], object]) -> list[Problem]:
+    """Run a check that raises ConfigError and return its problems (none when it passes): for rules that report
+    every problem at once instead of stopping at the first."""
+    try:
+        check()
+    except ConfigError as exc:
+        return exc.problems
+    return []
+

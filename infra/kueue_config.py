@@ -19,13 +19,13 @@ Share semantics (what a team is guaranteed):
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tpuplane.infra.errors import Problem
+from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.naming import DNS_LABEL
 
 if TYPE_CHECKING:
@@ -46,20 +46,7 @@ MIN_KUEUE = Version("0.15.0")  # first release that serves kueue.x-k8s.io/v1beta
 MIN_JOBSET = Version("0.8.0")  # PathwaysJob needs it
 
 
-class CamelModel(BaseModel):
-    """camelCase keys in YAML, snake_case in Python, unknown keys rejected (same rules as the stack config).
-
-    Shared by the Kueue config, workload and experiment files (config.py's base cannot be imported from here)."""
-
-    model_config = ConfigDict(
-        alias_generator=lambda s: re.sub(r"_([a-z])", lambda m: m.group(1).upper(), s),
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-
-class TeamConfig(CamelModel):
+class TeamConfig(ConfigModel):
     """One tenant: a namespace, a LocalQueue there, and a ClusterQueue in the shared cohort."""
 
     name: str
@@ -74,7 +61,7 @@ class TeamConfig(CamelModel):
         return self.namespace or self.name
 
 
-class KueueConfig(CamelModel):
+class KueueConfig(ConfigModel):
     """Pinned controller versions (Helm chart versions, no leading "v") and the tenancy layout."""
 
     version: str = "0.19.2"

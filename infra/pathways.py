@@ -66,7 +66,6 @@ WORKER_PORT = 29005
 WORKER_PORTS = (WORKER_PORT, 29006, 8471, 8080)
 SIDECAR_PORT = 50051
 
-LABEL_VALUE_MAX = 63
 # Generations the public Pathways images serve (the service's --tpu_type choices).
 PATHWAYS_GENERATIONS = ("v5e", "v5p", "v6e", "tpu7x")
 

@@ -28,13 +28,12 @@ from packaging.version import InvalidVersion, Version
 from pydantic import Field
 
 from tpuplane.infra.catalog import TpuSpec
-from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.errors import Problem, problems_of
 from tpuplane.infra.images import is_pinned, jax_version_of_tag
 from tpuplane.infra.kueue_config import SYSTEM_NAMESPACES
 from tpuplane.infra.model import ConfigModel
-from tpuplane.infra.naming import DNS_LABEL, workload_policy_name
+from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, workload_policy_name
 from tpuplane.infra.pathways import (
-    LABEL_VALUE_MAX,
     PATHWAYS_GENERATIONS,
     machine_shape,
     pathways_cpu_requirements,
@@ -142,20 +141,12 @@ def pathways_problems(cfg: "StackConfig") -> list[Problem]:
     problems += _pool_problems(cfg, pw)
     problems += _image_problems(pw)
     if pw.janitor_image is not None:
-        problems += _as_problems(lambda: parse_image(pw.janitor_image, path=f"{PATH}.janitorImage"))
+        problems += problems_of(lambda: parse_image(pw.janitor_image, path=f"{PATH}.janitorImage"))
     if pw.gcs_bucket is not None:
-        problems += _as_problems(lambda: parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket"))
+        problems += problems_of(lambda: parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket"))
     problems += _sidecar_problems(pw)
     problems += _cpu_pool_problems(cfg)
     return problems
-
-
-def _as_problems(check) -> list[Problem]:
-    try:
-        check()
-    except ConfigError as exc:
-        return exc.problems
-    return []
 
 
 def _name_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
@@ -164,10 +155,10 @@ def _name_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
     if not DNS_LABEL.fullmatch(pw.name):
         return [Problem(path, pw.name, "a DNS label: lowercase letters, digits and '-', starting with a letter",
                         "it names the JobSet, its namespace and the DNS subdomain of its pods")]
-    if len(host) > LABEL_VALUE_MAX:
-        longest = (LABEL_VALUE_MAX - len(pathways_head_host(""))) // 2
+    if len(host) > K8S_LABEL_VALUE_MAX:
+        longest = (K8S_LABEL_VALUE_MAX - len(pathways_head_host(""))) // 2
         return [Problem(path, pw.name, f"at most {longest} characters",
-                        f"JobSet stores the head's hostname '{host}' in a label, at most {LABEL_VALUE_MAX} characters")]
+                        f"JobSet stores the head's hostname '{host}' in a label, at most {K8S_LABEL_VALUE_MAX} characters")]
     if pw.name == "default" or pw.name in SYSTEM_NAMESPACES or pw.name.startswith("kube-"):
         return [Problem(path, pw.name, "a name that is not a system namespace",
                         "the service gets a namespace of its own, named after it")]
@@ -207,7 +198,7 @@ def _image_problems(pw: PathwaysConfig) -> list[Problem]:
     if pw.jax_version is not None:
         return _version_problems(f"{PATH}.jaxVersion", pw.jax_version)
     path = f"{PATH}.serverImage"
-    problems = _as_problems(lambda: parse_image(pw.server_image, path=path))
+    problems = problems_of(lambda: parse_image(pw.server_image, path=path))
     if problems:
         return problems
     if matching_proxy_image(pw.server_image) is None:
@@ -238,7 +229,7 @@ def _sidecar_problems(pw: PathwaysConfig) -> list[Problem]:
             return [Problem(path, sidecar.model_dump(by_alias=True, exclude_none=True),
                             "either image, or requirements with an optional context, constraints and jaxVersion",
                             "a ready image is used as it is; nothing is built")]
-        return _as_problems(lambda: parse_image(sidecar.image, path=f"{path}.image"))
+        return problems_of(lambda: parse_image(sidecar.image, path=f"{path}.image"))
     problems = _sidecar_context_problems(sidecar)
     version = pw.sidecar_jax_version
     if version is None:
@@ -257,7 +248,7 @@ def _sidecar_problems(pw: PathwaysConfig) -> list[Problem]:
             return [*problems, Problem(f"{path}.jaxVersion", sidecar.jax_version,
                                        f"{service} (the service's {source})",
                                        "client, server and sidecar must run exactly the same jax and jaxlib")]
-    return [*problems, *_as_problems(lambda: base_image_for(version, path=f"{path}.jaxVersion"))]
+    return [*problems, *problems_of(lambda: base_image_for(version, path=f"{path}.jaxVersion"))]
 
 
 def _sidecar_context_problems(sidecar: SidecarConfig) -> list[Problem]:

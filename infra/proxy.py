@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tpuplane.infra.catalog import TpuSpec, UnknownTpuType, resolve_pathways_instance_type, resolve_tpu_type
-from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.errors import ConfigError, Problem, problems_of
 from tpuplane.infra.images import pull_policy
 
 PROXY_PORT = 29000  # the IFRT proxy's gRPC port; clients use JAX_BACKEND_TARGET=grpc://...:29000
@@ -427,14 +427,9 @@ class JanitorSpec:
 def janitor_problems(spec: JanitorSpec, *, path: str = "proxyJanitor") -> list[Problem]:
     problems: list[Problem] = []
     for field, value in (("namespace", spec.namespace), ("name", spec.name)):
-        try:
-            parse_name(value, path=f"{path}.{field}", max_length=52)  # CronJob names: 52, room for the Job suffix
-        except ConfigError as error:
-            problems.extend(error.problems)
-    try:
-        parse_image(spec.image, path=f"{path}.image")
-    except ConfigError as error:
-        problems.extend(error.problems)
+        # CronJob names: 52, room for the Job suffix
+        problems += problems_of(lambda: parse_name(value, path=f"{path}.{field}", max_length=52))
+    problems += problems_of(lambda: parse_image(spec.image, path=f"{path}.image"))
     fields = spec.schedule.split() if isinstance(spec.schedule, str) else []
     if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
         problems.append(Problem(f"{path}.schedule", spec.schedule, "a 5-field cron schedule", "e.g. */5 * * * *"))

@@ -38,7 +38,8 @@ from tpuplane.infra.kueue import (
     pool_flavor_name,
     tpu_flavors,
 )
-from tpuplane.infra.kueue_config import DEFAULT_PRIORITY, CamelModel, priority_problem
+from tpuplane.infra.kueue_config import DEFAULT_PRIORITY, priority_problem
+from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, workload_policy_name
 from tpuplane.infra.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -82,7 +83,7 @@ RESERVED_ENV = frozenset({"JOBSET_NAME", "REPLICATED_JOB_NAME", "JOB_INDEX", "JA
                           "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID"})
 
 
-class TpuJob(CamelModel):
+class TpuJob(ConfigModel):
     """One replicated job: a program on `slices` slices of one TPU type.
 
     `env` is the user's; tpuplane adds what JAX and libtpu need across slices (`multislice_env`), and
@@ -103,7 +104,7 @@ class TpuJob(CamelModel):
         return resolve_tpu_type(self.tpu_type, machine_type=self.machine_type)
 
 
-class TpuWorkloadSpec(CamelModel):
+class TpuWorkloadSpec(ConfigModel):
     """A JobSet of one job, or of several gang-scheduled together (a job group)."""
 
     name: str
