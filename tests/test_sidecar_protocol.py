@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -68,23 +69,36 @@ def test_message_with_64_mib_frame_arrives_intact(pair):
 
 
 def test_message_over_non_blocking_sockets_waits_through_the_callable(pair):
-    """16 MiB cannot fit the socket buffers, so both sides find their socket not ready and must call `wait`."""
+    """16 MiB cannot fit the socket buffers, so both sides find their socket not ready and must call `wait`.
+
+    Made deterministic: the receiver starts first (nothing to read yet: it must wait) and stays in that first wait
+    until the sender has had to wait too (nobody reading, buffers full)."""
     left, right = pair
     left.setblocking(False)
     right.setblocking(False)
     waits = {"send": 0, "recv": 0}
+    sender_waited = threading.Event()
 
-    def wait_until(kind, readable=(), writable=()):
-        waits[kind] += 1
-        select.select(readable, writable, [])
+    def wait_send():
+        waits["send"] += 1
+        sender_waited.set()
+        select.select([], [left], [])
 
+    def wait_recv():
+        waits["recv"] += 1
+        if waits["recv"] == 1:
+            assert sender_waited.wait(timeout=30), "the sender never found its socket full"
+        select.select([right], [], [])
+
+    received = {}
+    reader = threading.Thread(target=lambda: received.update(message=protocol.recv_message(right, wait=wait_recv)))
+    reader.start()
     payload = np.arange(4 << 20, dtype=np.float32)
-    writer = threading.Thread(target=protocol.send_message, args=(left, {"type": "result", "id": 1}, [payload]),
-                              kwargs={"wait": lambda: wait_until("send", writable=[left])})
-    writer.start()
-    message = protocol.recv_message(right, wait=lambda: wait_until("recv", readable=[right]))
-    writer.join()
-    assert np.array_equal(np.frombuffer(message.frames[0], dtype=np.float32), payload)
+    while waits["recv"] == 0:  # the reader is inside its first wait before anything is sent
+        time.sleep(0.001)
+    protocol.send_message(left, {"type": "result", "id": 1}, [payload], wait=wait_send)
+    reader.join(timeout=30)
+    assert np.array_equal(np.frombuffer(received["message"].frames[0], dtype=np.float32), payload)
     assert waits["send"] > 0 and waits["recv"] > 0
 
 
