@@ -16,7 +16,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from tpuplane.infra.sidecar_check import check_sidecar
+from tpuplane.infra.pathways.sidecar_check import check_sidecar
 
 LINES = 300
 REPEATS = 20

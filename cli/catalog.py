@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tpuplane.infra.catalog import (
+from tpuplane.infra.fleet.catalog import (
     GENERATIONS,
     Generation,
     TpuSpec,

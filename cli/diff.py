@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from tpuplane.infra.diff_report import ReportFormat, render
+from tpuplane.infra.review.diff_report import ReportFormat, render
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.plan_diff import Plan, diff_plans, parse_plan
+from tpuplane.infra.review.plan_diff import Plan, diff_plans, parse_plan
 
 EXIT_NO_CHANGES = 0
 EXIT_CHANGES = 1

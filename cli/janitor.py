@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tpuplane.infra.proxy import DEFAULT_STALE_AFTER_SECONDS
+from tpuplane.infra.pathways.proxy import DEFAULT_STALE_AFTER_SECONDS
 
 if TYPE_CHECKING:  # the kubernetes client (runtime extra) loads only when the command runs
     from tpuplane.runtime.janitor import SweepResult

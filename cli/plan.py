@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.policies import check_plan
+from tpuplane.infra.review.policies import check_plan
 
 
 class PlanFormat(str, Enum):

@@ -17,8 +17,8 @@ from typing import Optional
 import typer
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.sidecar_check import check_sidecar
-from tpuplane.infra.sidecar_image import DEFAULT_JAX_VERSION, base_image_for
+from tpuplane.infra.pathways.sidecar_check import check_sidecar
+from tpuplane.infra.pathways.sidecar_image import DEFAULT_JAX_VERSION, base_image_for
 
 EXIT_CONFLICTS = 1
 EXIT_BAD_INPUT = 2

@@ -20,8 +20,8 @@ from rich.markup import escape
 
 from tpuplane.infra.config import StackConfig, config_path, load_stack_config
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.experiments import load_experiment, render_experiment
-from tpuplane.infra.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
+from tpuplane.infra.batch.experiments import load_experiment, render_experiment
+from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
 
 EXIT_BAD_INPUT = 2
 

@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.infra.config import StackConfig
-from tpuplane.infra.kueue import (
+from tpuplane.infra.batch.kueue import (
     controller_releases,
     local_queues,
     render_cluster_queues,

@@ -6,7 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from tpuplane.infra.cluster import (
+from tpuplane.infra.fleet.cluster import (
     CPU_POOL_NAME,
     NODE_OAUTH_SCOPES,
     NODE_SERVICE_ACCOUNT_ROLES,

@@ -1,7 +1,7 @@
 """`ProxyJanitor`: a CronJob that runs `tpuplane janitor` in one namespace, so leaked Pathways proxies are reaped.
 
 The manifests (ServiceAccount, Role with only list/get/delete on Jobs, RoleBinding, CronJob) are rendered by
-`tpuplane.infra.proxy.render_janitor`; this component only registers them, in dependency order.
+`tpuplane.infra.pathways.proxy.render_janitor`; this component only registers them, in dependency order.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pulumi
 
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.infra.proxy import DEFAULT_JANITOR_SCHEDULE, DEFAULT_STALE_AFTER_SECONDS, JANITOR_NAME, JanitorSpec, \
+from tpuplane.infra.pathways.proxy import DEFAULT_JANITOR_SCHEDULE, DEFAULT_STALE_AFTER_SECONDS, JANITOR_NAME, JanitorSpec, \
     render_janitor
 
 

@@ -1,7 +1,7 @@
 """`SharedPathwaysService`: one long-lived Pathways service (resource manager + TPU workers) that teams connect to.
 
-What it creates, all decided by `tpuplane.infra.pathways_config.plan_pathways` and the renderers of
-`tpuplane.infra.pathways`:
+What it creates, all decided by `tpuplane.infra.pathways.config.plan_pathways` and the renderers of
+`tpuplane.infra.pathways.service`:
 - a namespace named after the service, and a NetworkPolicy that admits to the resource manager only the service's
   own pods and the namespaces where clients run their proxies (the Kueue teams' namespaces, else `default`);
 - a GCS scratch bucket (objects expire, uniform access, public access prevented), or the existing one given;
@@ -22,12 +22,12 @@ import pulumi_gcp as gcp
 
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.infra.config import StackConfig
-from tpuplane.infra.pathways import (
+from tpuplane.infra.pathways.service import (
     render_pathways_namespace,
     render_pathways_network_policy,
     render_pathways_service_jobset,
 )
-from tpuplane.infra.pathways_config import PathwaysPlan, plan_pathways
+from tpuplane.infra.pathways.config import PathwaysPlan, plan_pathways
 
 SCRATCH_OBJECT_MAX_AGE_DAYS = 7  # scratch is compilation and transfer state, never a checkpoint
 BUCKET_ROLE = "roles/storage.objectAdmin"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuplane.infra.cluster import reservation_deletion_policy, reservation_vm_count
+from tpuplane.infra.fleet.cluster import reservation_deletion_policy, reservation_vm_count
 from tpuplane.infra.config import ReservationConfig, StackConfig
 from tpuplane.infra.errors import Problem
-from tpuplane.infra.reservations import ReservationFacts, external_reservations, reservation_problems
+from tpuplane.infra.fleet.reservations import ReservationFacts, external_reservations, reservation_problems
 
 
 class TpuReservation(pulumi.ComponentResource):

@@ -22,8 +22,8 @@ import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.sidecar_check import check_sidecar
-from tpuplane.infra.sidecar_image import (
+from tpuplane.infra.pathways.sidecar_check import check_sidecar
+from tpuplane.infra.pathways.sidecar_image import (
     DEFAULT_JAX_VERSION,
     DEFAULT_REQUIREMENTS_FILE,
     DOCKERFILE,

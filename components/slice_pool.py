@@ -7,8 +7,8 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuplane.infra.cluster import NODE_OAUTH_SCOPES
-from tpuplane.infra.nodepools import PoolGroupPlan, SlicePoolPlan
+from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
+from tpuplane.infra.fleet.nodepools import PoolGroupPlan, SlicePoolPlan
 
 
 def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: str,

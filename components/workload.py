@@ -21,9 +21,9 @@ from tpuplane.components.batch import BatchStack
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.infra.config import StackConfig
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.experiments import ExperimentSpec, render_experiment
-from tpuplane.infra.image_cache import DEFAULT_CACHE_NAME, render_image_cache
-from tpuplane.infra.workload import TpuWorkloadSpec, render_tpu_jobset
+from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
+from tpuplane.infra.batch.image_cache import DEFAULT_CACHE_NAME, render_image_cache
+from tpuplane.infra.batch.workload import TpuWorkloadSpec, render_tpu_jobset
 
 
 def _batch_dependencies(batch: BatchStack | None) -> list[pulumi.Resource]:

@@ -15,10 +15,11 @@ from typing import Any, Mapping
 
 from pydantic import Field, ValidationError, field_validator
 
-from tpuplane.infra.catalog import TpuSpec, resolve_tpu_type
+from tpuplane.infra.fleet.catalog import TpuSpec, resolve_tpu_type
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.model import ConfigModel
-from tpuplane.infra.kueue_config import KueueConfig, kueue_problems
+from tpuplane.infra.batch.kueue import kueue_problems
+from tpuplane.infra.batch.kueue_config import KueueConfig
 from tpuplane.infra.naming import (
     COMPUTE_NAME_MAX,
     GKE_MAX_NODES,
@@ -29,7 +30,7 @@ from tpuplane.infra.naming import (
     SERVICE_ACCOUNT_ID_MAX,
     workload_policy_name,
 )
-from tpuplane.infra.pathways_config import PathwaysConfig, pathways_problems
+from tpuplane.infra.pathways.config import PathwaysConfig, pathways_problems
 
 
 MAX_RUN_DURATION_SECONDS = 7 * 24 * 3600  # flex-start and queued nodes live at most 7 days

@@ -20,8 +20,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from tpuplane.infra.plan_diff import PlanResource
-from tpuplane.infra.policies import RESOURCE_RULES, STACK_RULES, ResourceRule, StackRule
+from tpuplane.infra.review.plan_diff import PlanResource
+from tpuplane.infra.review.policies import RESOURCE_RULES, STACK_RULES, ResourceRule, StackRule
 
 
 def resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:

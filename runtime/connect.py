@@ -13,7 +13,7 @@ What happens, in order:
 3. Unless `proxy_image` is given, the service's JobSet is read: the proxy image is the one built with the service's
    server image (a proxy of another version fails in obscure ways), and a TPU type the service does not offer is a
    ConfigError (its slices would never be placed). A JobSet that cannot be read is an error asking for proxy_image.
-4. A proxy Job (rendered by `tpuplane.infra.proxy`) is created. It carries a heartbeat annotation that a
+4. A proxy Job (rendered by `tpuplane.infra.pathways.proxy`) is created. It carries a heartbeat annotation that a
    background thread renews, `activeDeadlineSeconds` and `ttlSecondsAfterFinished`, so a proxy whose client was
    SIGKILLed is reaped by `tpuplane janitor` instead of holding slices forever.
 5. The pod is watched until Ready (the proxy's port accepts connections), with progress on stderr. Giving up
@@ -51,8 +51,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from tpuplane.infra import proxy
-from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.pathways import proxy
+from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
 from tpuplane.runtime.port_forward import ForwarderError, PortForwarder, free_local_port, kubectl_port_forward_argv
@@ -271,7 +271,7 @@ def connect(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, 
     timeout: seconds to wait for the proxy pod to be Ready. max_lifetime: the proxy Job's activeDeadlineSeconds.
     proxy_image: the proxy_server image; by default the one matching the server image in the service's JobSet
         (which needs `get` on jobsets.jobset.x-k8s.io in the service's namespace).
-    proxy_options: "key:value" strings (see `tpuplane.infra.proxy.PROXY_OPTION_FORMS`), e.g. "sidecar:true".
+    proxy_options: "key:value" strings (see `tpuplane.infra.pathways.proxy.PROXY_OPTION_FORMS`), e.g. "sidecar:true".
     heartbeat_interval: seconds between heartbeats, at most a quarter of the janitor's default stale_after.
     kube: a `KubeApi` (default: from `context`); kubectl: the binary used for port-forward.
     """

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tpuplane.infra import proxy
+from tpuplane.infra.pathways import proxy
 from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
 
 

@@ -15,9 +15,9 @@ from tpuplane.components.reservation import TpuReservation
 from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
 from tpuplane.components.slice_pool import TpuSlicePool
 from tpuplane.components.stack_config import read_stack_config
-from tpuplane.infra.cluster import CPU_POOL_NAME, plan_cluster
-from tpuplane.infra.nodepools import chips_by_generation, plan_tpu_pools
-from tpuplane.infra.pathways_config import plan_pathways
+from tpuplane.infra.fleet.cluster import CPU_POOL_NAME, plan_cluster
+from tpuplane.infra.fleet.nodepools import chips_by_generation, plan_tpu_pools
+from tpuplane.infra.pathways.config import plan_pathways
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent  # relative paths in the config start here
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuplane.infra.plan_diff import CLUSTER, NODE_POOL, RESERVATION
+from tpuplane.infra.review.plan_diff import CLUSTER, NODE_POOL, RESERVATION
 
 PROJECT = "tpuplane"
 STACK = "dev"

@@ -17,8 +17,8 @@ from tpuplane.components.offline import Plan, run_under_mocks
 from tpuplane.components.workload import ImageCache, TpuExperiment, TpuWorkload, jobset_options
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.experiments import ExperimentSpec, trial_id
-from tpuplane.infra.workload import TpuJob, TpuWorkloadSpec
+from tpuplane.infra.batch.experiments import ExperimentSpec, trial_id
+from tpuplane.infra.batch.workload import TpuJob, TpuWorkloadSpec
 
 RAW: dict[str, Any] = {
     "gcp:project": "acme-ml",

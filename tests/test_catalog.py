@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tpuplane.cli.catalog import catalog_command
-from tpuplane.infra.catalog import (
+from tpuplane.infra.fleet.catalog import (
     CATALOG_ROW_KEYS,
     GENERATIONS,
     TpuSpec,

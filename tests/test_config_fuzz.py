@@ -18,14 +18,14 @@ import pulumi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpuplane.infra.catalog import all_tpu_names, allowed_machine_types, resolve_tpu_type
+from tpuplane.infra.fleet.catalog import all_tpu_names, allowed_machine_types, resolve_tpu_type
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.k8s_validation import manifest_errors
-from tpuplane.infra.kueue_config import PRIORITIES
-from tpuplane.infra.pathways import PATHWAYS_GENERATIONS
+from tpuplane.infra.batch.kueue_config import PRIORITIES
+from tpuplane.infra.pathways.service import PATHWAYS_GENERATIONS
 from tpuplane.infra.naming import COMPUTE_NAME_MAX, DNS_LABEL, GKE_NAME_MAX, K8S_LABEL_VALUE_MAX, SERVICE_ACCOUNT_ID_MAX
-from tpuplane.infra.policies import check_plan
+from tpuplane.infra.review.policies import check_plan
 
 EXAMPLES = int(os.environ.get("TPUPLANE_FUZZ_EXAMPLES", "500"))
 TPU_NAMES = all_tpu_names()

@@ -2,7 +2,7 @@
 
 A Kubernetes API server cannot exist here, so every test talks to `FakeKube`: an in-memory stand-in implementing
 the methods of `tpuplane.runtime.kube.KubeApi`, raising the client's real `ApiException` (or `ApiUnreachable`)
-when a fault is injected, and holding the service's JobSet as rendered by `tpuplane.infra.pathways`.
+when a fault is injected, and holding the service's JobSet as rendered by `tpuplane.infra.pathways.service`.
 The port-forward is real: a real subprocess (`fake kubectl`, a tiny Python script given as `kubectl=`) that
 listens on the local port it is asked for, which tests kill to play a dying `kubectl port-forward`.
 """
@@ -24,10 +24,10 @@ import pytest
 from kubernetes.client import ApiException
 from rich.console import Console
 
-from tpuplane.infra import proxy
-from tpuplane.infra.catalog import resolve_tpu_type
+from tpuplane.infra.pathways import proxy
+from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways import pathways_service_address, render_pathways_service_jobset
+from tpuplane.infra.pathways.service import pathways_service_address, render_pathways_service_jobset
 from tpuplane.runtime import connect as connect_module
 from tpuplane.runtime.connect import ConnectError, ProxyNotReady, connect, describe_pod, recent_events
 from tpuplane.runtime.janitor import stale_proxies

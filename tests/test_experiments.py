@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.experiments import (
+from tpuplane.infra.batch.experiments import (
     ExperimentSpec,
     expand_trials,
     experiment_problems,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.image_cache import render_image_cache
+from tpuplane.infra.batch.image_cache import render_image_cache
 from tpuplane.infra.k8s_validation import manifest_errors
 
 

@@ -14,7 +14,7 @@ from kubernetes.client import ApiException
 from rich.console import Console
 
 from tpuplane.cli.janitor import EXIT_DELETE_FAILED, run_janitor
-from tpuplane.infra import proxy
+from tpuplane.infra.pathways import proxy
 from tpuplane.runtime.janitor import CLIENT_CLOCK, CLIENT_CLOCK_SKEW_SECONDS, CREATION, SERVER_CLOCK, delete_proxies, \
     find_stale_proxies, stale_proxies
 from tpuplane.runtime.kube import ApiUnreachable

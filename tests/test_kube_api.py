@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tpuplane.infra import proxy
+from tpuplane.infra.pathways import proxy
 from tpuplane.runtime.janitor import SERVER_CLOCK, last_seen
 from tpuplane.runtime.kube import FIELD_MANAGER, ApiException, ApiUnreachable, KubeApi
 

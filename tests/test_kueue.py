@@ -12,12 +12,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuplane.infra import kueue
+from tpuplane.infra.batch import kueue
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.k8s_validation import manifest_errors
-from tpuplane.infra.catalog import resolve_tpu_type
+from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.scheduling import TPU_RESOURCE
+from tpuplane.infra.fleet.scheduling import TPU_RESOURCE
 
 BASE: dict[str, Any] = {
     "gcp:project": "acme-ml",

@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 
 from tpuplane.infra.k8s_validation import InvalidManifest, manifest_errors, validate_manifests
-from tpuplane.infra.workload import TpuJob, TpuWorkloadSpec, render_tpu_jobset
+from tpuplane.infra.batch.workload import TpuJob, TpuWorkloadSpec, render_tpu_jobset
 
 CLUSTER_QUEUE = {
     "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},

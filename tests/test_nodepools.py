@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 
 from tpuplane.infra.config import load_stack_config
-from tpuplane.infra.nodepools import (
+from tpuplane.infra.fleet.nodepools import (
     RESERVATION_KEY,
     Autoscaling,
     PoolGroupPlan,

@@ -12,7 +12,7 @@ import pytest
 
 from tpuplane.components.offline import Plan, run_under_mocks
 from tpuplane.components.pathways import SharedPathwaysService
-from tpuplane.infra.cluster import NODE_SERVICE_ACCOUNT_ROLES
+from tpuplane.infra.fleet.cluster import NODE_SERVICE_ACCOUNT_ROLES
 from tpuplane.infra.config import load_stack_config
 
 CONFIG: dict[str, Any] = {

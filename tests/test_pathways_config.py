@@ -9,8 +9,8 @@ import pytest
 
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways import machine_shape, pathways_cpu_requirements, scratch_bucket_name
-from tpuplane.infra.pathways_config import plan_pathways
+from tpuplane.infra.pathways.service import machine_shape, pathways_cpu_requirements, scratch_bucket_name
+from tpuplane.infra.pathways.config import plan_pathways
 
 BASE: dict[str, Any] = {
     "gcp:project": "acme-ml",

@@ -1,5 +1,5 @@
 """The Shared Pathways Service's manifests: the JobSet (head + workers), the sidecar attachment, the namespace and
-the NetworkPolicy, with every TPU-specific value derived from the catalog and `tpuplane.infra.scheduling`."""
+the NetworkPolicy, with every TPU-specific value derived from the catalog and `tpuplane.infra.fleet.scheduling`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tpuplane.infra.catalog import TpuSpec, resolve_tpu_type
-from tpuplane.infra.images import jax_version_of_tag, pull_policy
+from tpuplane.infra.fleet.catalog import TpuSpec, resolve_tpu_type
+from tpuplane.infra.pathways.images import jax_version_of_tag, pull_policy
 from tpuplane.infra.k8s_validation import InvalidManifest, validate_manifests
 from tpuplane.infra.naming import workload_policy_name
-from tpuplane.infra.pathways import (
+from tpuplane.infra.pathways.service import (
     DEFAULT_SHM_DIR,
     attach_colocated_sidecar,
     pathways_head_host,
@@ -22,7 +22,7 @@ from tpuplane.infra.pathways import (
     render_pathways_service_jobset,
     server_image_for_jax,
 )
-from tpuplane.infra.scheduling import (
+from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,

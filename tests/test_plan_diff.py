@@ -21,10 +21,10 @@ from plan_factory import (
 from typer.testing import CliRunner
 
 from tpuplane.cli.diff import diff_command
-from tpuplane.infra.catalog import machine_type_generation
-from tpuplane.infra.diff_report import ReportFormat, render
+from tpuplane.infra.fleet.catalog import machine_type_generation
+from tpuplane.infra.review.diff_report import ReportFormat, render
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.plan_diff import (
+from tpuplane.infra.review.plan_diff import (
     Action,
     PlanDiff,
     TpuImpact,
@@ -218,7 +218,7 @@ def test_machine_type_generation_reads_the_catalog(machine_type, expected):
 
 
 def test_tpu_pool_agrees_with_the_catalog_for_every_tpu_name():
-    from tpuplane.infra import catalog
+    from tpuplane.infra.fleet import catalog
 
     for name in catalog.all_tpu_names():
         spec = catalog.resolve_tpu_type(name)

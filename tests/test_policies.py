@@ -31,8 +31,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from tpuplane.infra.plan_diff import parse_plan
-from tpuplane.infra.policies import (
+from tpuplane.infra.review.plan_diff import parse_plan
+from tpuplane.infra.review.policies import (
     check_plan,
     control_plane_not_public,
     deletion_protection_in_production,

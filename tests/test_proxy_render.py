@@ -1,4 +1,4 @@
-"""The proxy Job and janitor renderers (`tpuplane.infra.proxy`) and the `ProxyJanitor` component.
+"""The proxy Job and janitor renderers (`tpuplane.infra.pathways.proxy`) and the `ProxyJanitor` component.
 
 Rendered manifests are checked against the Kubernetes 1.30 OpenAPI schemas with kubernetes-validate. The
 component runs under Pulumi's mocks, which stand in for a Kubernetes API server that cannot exist here.
@@ -14,8 +14,9 @@ import yaml
 
 from tpuplane.components.janitor import ProxyJanitor
 from tpuplane.components.offline import run_under_mocks
-from tpuplane.infra import pathways, proxy
-from tpuplane.infra.catalog import resolve_tpu_type
+from tpuplane.infra.pathways import service as pathways
+from tpuplane.infra.pathways import proxy
+from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
 
 K8S_VERSION = "1.30"

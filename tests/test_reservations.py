@@ -12,7 +12,7 @@ from conftest import STACKS
 from tpuplane.components.offline import PlanMocks, run_program_file
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.reservations import ExternalReservation, ReservationFacts, external_reservations, \
+from tpuplane.infra.fleet.reservations import ExternalReservation, ReservationFacts, external_reservations, \
     reservation_problems
 
 GET_RESERVATION = "gcp:compute/getReservation:getReservation"

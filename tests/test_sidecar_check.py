@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.sidecar_check import check_sidecar, image_environment, read_pins, read_requirement_file
+from tpuplane.infra.pathways.sidecar_check import check_sidecar, image_environment, read_pins, read_requirement_file
 
 PINS = """\
     # exported server constraints

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.sidecar_image import (
+from tpuplane.infra.pathways.sidecar_image import (
     BASE_IMAGE_REPOSITORY,
     DEFAULT_JAX_VERSION,
     BaseImage,

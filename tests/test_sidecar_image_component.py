@@ -16,7 +16,7 @@ import pytest
 
 from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.sidecar_image import base_image_for, image_tag
+from tpuplane.infra.pathways.sidecar_image import base_image_for, image_tag
 
 SIDECAR_DIR = Path(__file__).resolve().parent.parent / "sidecar"
 REPOSITORY_TYPE = "gcp:artifactregistry/repository:Repository"

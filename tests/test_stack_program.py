@@ -10,7 +10,7 @@ from conftest import STACKS as STACK_DIR
 from conftest import stack_file_config
 
 from tpuplane.infra.k8s_validation import manifest_errors
-from tpuplane.infra.policies import check_plan
+from tpuplane.infra.review.policies import check_plan
 
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"

@@ -15,7 +15,7 @@ import yaml
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.k8s_validation import manifest_errors
-from tpuplane.infra.workload import (
+from tpuplane.infra.batch.workload import (
     JAX_COORDINATOR_PORT,
     RETRY_EXIT_CODES,
     TpuJob,

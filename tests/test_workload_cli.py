@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tpuplane.cli.workload import app, experiment_app
-from tpuplane.infra.experiments import trial_id
+from tpuplane.infra.batch.experiments import trial_id
 from tpuplane.infra.k8s_validation import manifest_errors
 
 REPO = Path(__file__).resolve().parents[1]

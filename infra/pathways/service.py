@@ -2,7 +2,7 @@
 
 One long-lived JobSet per service: a `pathways-head` job (the resource manager, on the CPU pool) and a
 `pathways-worker` job with one Job per TPU slice (one pod per TPU VM, one node pool per slice). Clients never join
-the JobSet: each client's own IFRT proxy (`tpuplane.infra.proxy`) asks the resource manager for virtual slices.
+the JobSet: each client's own IFRT proxy (`tpuplane.infra.pathways.proxy`) asks the resource manager for virtual slices.
 
 Decisions that differ from the public service, and why:
 - Its own namespace and a NetworkPolicy on the resource manager port. No pod uses hostNetwork: a NetworkPolicy does
@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tpuplane.infra.catalog import TpuSpec
-from tpuplane.infra.images import pull_policy
-from tpuplane.infra.kueue import cpu_machine_shape
-from tpuplane.infra.proxy import PROXY_RESOURCES
-from tpuplane.infra.scheduling import (
+from tpuplane.infra.fleet.catalog import TpuSpec
+from tpuplane.infra.pathways.images import pull_policy
+from tpuplane.infra.batch.kueue import cpu_machine_shape
+from tpuplane.infra.pathways.proxy import PROXY_RESOURCES
+from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
     dedicated_toleration,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.config import Capacity, StackConfig, TpuPoolConfig
 from tpuplane.infra.naming import workload_policy_name
-from tpuplane.infra.scheduling import DEDICATED_KEY, dedicated_taint, pool_node_labels, pool_taints, slice_chips
+from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, dedicated_taint, pool_node_labels, pool_taints, slice_chips
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 TPU_MAX_PODS_PER_NODE = 15  # one workload pod per TPU VM plus daemons; saves pod IP space at scale (xpk)

@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuplane.infra.plan_diff import (
+from tpuplane.infra.review.plan_diff import (
     CLUSTER, NODE_POOL, RESERVATION, Plan, PlanResource, parse_plan, pool_vms, sensitive_paths, tpu_pool,
 )
 
-from tpuplane.infra.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
-from tpuplane.infra.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
-from tpuplane.infra.scheduling import DEDICATED_KEY, TPU_RESOURCE, TPU_TAINT_KEY
+from tpuplane.infra.fleet.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
+from tpuplane.infra.fleet.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
+from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, TPU_RESOURCE, TPU_TAINT_KEY
 
 
 @dataclass(frozen=True)

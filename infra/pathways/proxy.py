@@ -17,9 +17,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tpuplane.infra.catalog import TpuSpec, UnknownTpuType, resolve_pathways_instance_type, resolve_tpu_type
+from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_pathways_instance_type, resolve_tpu_type
 from tpuplane.infra.errors import ConfigError, Problem, problems_of
-from tpuplane.infra.images import pull_policy
+from tpuplane.infra.pathways.images import pull_policy
 
 PROXY_PORT = 29000  # the IFRT proxy's gRPC port; clients use JAX_BACKEND_TARGET=grpc://...:29000
 PROXY_CONTAINER = "pathways-proxy"
@@ -52,7 +52,7 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._\-]*[a-z0-9]$")
 _IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 _CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
 
-# How a Shared Pathways Service is named and shaped (rendered by `tpuplane.infra.pathways`, which imports this
+# How a Shared Pathways Service is named and shaped (rendered by `tpuplane.infra.pathways.service`, which imports this
 # module, hence the copies; tests check both agree). The worker names also cover the pathways-job / xpk spelling.
 SERVICE_HEAD_POD_SUFFIX = "-pathways-head-0-0"
 SERVICE_WORKER_JOBS = ("pathways-worker", "worker")

@@ -4,7 +4,7 @@ across node pools, Kueue flavors and JobSet pod templates. One definition, used 
 
 from __future__ import annotations
 
-from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.fleet.catalog import TpuSpec
 
 TPU_RESOURCE = "google.com/tpu"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"

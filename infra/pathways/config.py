@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 from pydantic import Field
 
-from tpuplane.infra.catalog import TpuSpec
+from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.errors import Problem, problems_of
-from tpuplane.infra.images import is_pinned, jax_version_of_tag
-from tpuplane.infra.kueue_config import SYSTEM_NAMESPACES
+from tpuplane.infra.pathways.images import is_pinned, jax_version_of_tag
+from tpuplane.infra.batch.kueue_config import SYSTEM_NAMESPACES
 from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, workload_policy_name
-from tpuplane.infra.pathways import (
+from tpuplane.infra.pathways.service import (
     PATHWAYS_GENERATIONS,
     machine_shape,
     pathways_cpu_requirements,
@@ -42,8 +42,8 @@ from tpuplane.infra.pathways import (
     scratch_bucket_name,
     server_image_for_jax,
 )
-from tpuplane.infra.proxy import PROXY_RESOURCES, matching_proxy_image, parse_gcs_location, parse_image
-from tpuplane.infra.sidecar_image import base_image_for
+from tpuplane.infra.pathways.proxy import PROXY_RESOURCES, matching_proxy_image, parse_gcs_location, parse_image
+from tpuplane.infra.pathways.sidecar_image import base_image_for
 
 if TYPE_CHECKING:
     from tpuplane.infra.config import StackConfig

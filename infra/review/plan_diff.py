@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from tpuplane.infra.catalog import machine_type_generation
+from tpuplane.infra.fleet.catalog import machine_type_generation
 from tpuplane.infra.errors import ConfigError, Problem
 
 NODE_POOL = "gcp:container/nodePool:NodePool"

@@ -26,10 +26,10 @@ from typing import Any
 
 from pydantic import Field
 
-from tpuplane.infra.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
+from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
 from tpuplane.infra.config import Capacity, StackConfig
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.kueue import (
+from tpuplane.infra.batch.kueue import (
     DEFAULT_LOCAL_QUEUE,
     DEFAULT_NAMESPACE,
     INSTANCE_TYPE_LABEL,
@@ -38,10 +38,10 @@ from tpuplane.infra.kueue import (
     pool_flavor_name,
     tpu_flavors,
 )
-from tpuplane.infra.kueue_config import DEFAULT_PRIORITY, priority_problem
+from tpuplane.infra.batch.kueue_config import DEFAULT_PRIORITY, priority_problem
 from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, workload_policy_name
-from tpuplane.infra.scheduling import (
+from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,

@@ -128,20 +128,11 @@ def _team_problems(cfg: "StackConfig") -> list[Problem]:
     return problems
 
 
-def kueue_problems(cfg: "StackConfig") -> list[Problem]:
-    """Rules of `tpuplane:kueue`, checked once the pools are valid (quotas are derived from them)."""
-    from tpuplane.infra.kueue import cpu_machine_shape, team_quota_problems  # it imports this module: import late
-
+def kueue_config_problems(cfg: "StackConfig") -> list[Problem]:
+    """Rules of `tpuplane:kueue` on their own: versions, cohort and team layout. The rules that need the derived
+    quotas live beside them in `tpuplane.infra.batch.kueue.kueue_problems`."""
     problems = _version_problems("tpuplane:kueue.version", cfg.kueue.version, MIN_KUEUE, "Kueue")
     problems += _version_problems("tpuplane:kueue.jobsetVersion", cfg.kueue.jobset_version, MIN_JOBSET, "JobSet")
     if not DNS_LABEL.fullmatch(cfg.kueue.cohort) or len(cfg.kueue.cohort) > 63:
         problems.append(Problem("tpuplane:kueue.cohort", cfg.kueue.cohort, "a DNS label of at most 63 characters"))
-    team_problems = _team_problems(cfg)
-    problems += team_problems
-    if not team_problems:  # quotas are meaningful only for a valid team layout
-        problems += team_quota_problems(cfg)
-    if cpu_machine_shape(cfg.cluster.cpu_pool.machine_type) is None:
-        problems.append(Problem("tpuplane:cluster.cpuPool.machineType", cfg.cluster.cpu_pool.machine_type,
-                                "<family>-standard|highmem|highcpu-<vCPUs> or <family>-custom-<vCPUs>-<MiB>",
-                                "the CPU pool's Kueue quota (cpu, memory) is derived from it"))
-    return problems
+    return problems + _team_problems(cfg)

@@ -13,7 +13,7 @@ import json
 from enum import Enum
 from typing import Any
 
-from tpuplane.infra.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
+from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
 
 
 class ReportFormat(str, Enum):

@@ -11,7 +11,7 @@ from typing import Any
 
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.naming import DNS_LABEL
-from tpuplane.infra.scheduling import ACCELERATOR_LABEL, QUEUED_TAINT_KEY, TPU_TAINT_KEY
+from tpuplane.infra.fleet.scheduling import ACCELERATOR_LABEL, QUEUED_TAINT_KEY, TPU_TAINT_KEY
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 DEFAULT_CACHE_NAME = "image-cache"

@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tpuplane.infra.errors import Problem
-from tpuplane.infra.kueue_config import (
+from tpuplane.infra.batch.kueue_config import (
     JOBSET_NAMESPACE,
     KUEUE_NAMESPACE,
     PRIORITIES,
     UNASSIGNED_QUEUE,
     TeamConfig,
+    kueue_config_problems,
 )
-from tpuplane.infra.scheduling import (
+from tpuplane.infra.fleet.scheduling import (
     NODEPOOL_LABEL,
     QUEUED_TAINT_KEY,
     TPU_RESOURCE,
@@ -547,3 +548,15 @@ def render_webhook_probe(kueue_version: str) -> list[dict[str, Any]]:
             },
         }},
     ]
+
+
+def kueue_problems(cfg: "StackConfig") -> list[Problem]:
+    """Rules of `tpuplane:kueue`, checked once the pools are valid (quotas are derived from them)."""
+    problems = kueue_config_problems(cfg)
+    if not problems:  # quotas are meaningful only for a valid team layout
+        problems += team_quota_problems(cfg)
+    if cpu_machine_shape(cfg.cluster.cpu_pool.machine_type) is None:
+        problems.append(Problem("tpuplane:cluster.cpuPool.machineType", cfg.cluster.cpu_pool.machine_type,
+                                "<family>-standard|highmem|highcpu-<vCPUs> or <family>-custom-<vCPUs>-<MiB>",
+                                "the CPU pool's Kueue quota (cpu, memory) is derived from it"))
+    return problems

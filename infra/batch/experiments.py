@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError
 from tpuplane.infra.config import StackConfig, config_path
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.naming import DNS_LABEL
-from tpuplane.infra.workload import TpuWorkloadSpec, max_name_length, render_tpu_jobset, workload_problems
+from tpuplane.infra.batch.workload import TpuWorkloadSpec, max_name_length, render_tpu_jobset, workload_problems
 
 ParamValue = Union[bool, int, float, str]
 EXPERIMENT_LABEL = "tpuplane.dev/experiment"

@@ -1,0 +1,1 @@
+"""Batch scheduling: Kueue and JobSet, queues and quotas, workloads and experiments."""

@@ -1,0 +1,1 @@
+"""The TPU fleet: catalog, cluster, node pools, reservations, scheduling labels."""

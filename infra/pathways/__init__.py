@@ -1,0 +1,1 @@
+"""The Shared Pathways Service, its client proxies and the colocated Python sidecar image."""

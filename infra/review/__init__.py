@@ -1,0 +1,1 @@
+"""Reviewing a change: plan diffs, their reports, and the policy rules."""
