@@ -20,6 +20,7 @@ from rich.tree import Tree
 
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.policies import check_plan
+from tpuplane.infra.review.redaction import redact_plan, redact_text
 
 
 class PlanFormat(str, Enum):
@@ -135,13 +136,14 @@ def plan_command(
         project = PulumiProject.find(project_dir.resolve())
         path = config or project.stack_config_dir / f"Pulumi.{stack}.yaml"
         stack_name = stack if config is None else path.stem.removeprefix("Pulumi.")
-        plan = make_plan(project, read_stack_file(path, project.name), stack_name)
+        raw_plan = make_plan(project, read_stack_file(path, project.name), stack_name)
     except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    plan = redact_plan(raw_plan)  # once, before any format renders; policies read the raw plan
 
     if fmt is PlanFormat.json:
-        text = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
+        text = json.dumps(plan.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
     elif fmt is PlanFormat.markdown:
         text = render_markdown(plan)
     else:
@@ -157,9 +159,10 @@ def plan_command(
     else:
         sys.stdout.write(text)
     if policy:
-        violations = check_plan(plan.to_json(), production=production)
+        violations = check_plan(raw_plan.to_json(), production=production)
         for violation in violations:
-            err.print(f"[bold yellow]policy:[/] {escape(str(violation))}", highlight=False, soft_wrap=True)
+            err.print(f"[bold yellow]policy:[/] {escape(redact_text(str(violation)))}", highlight=False,
+                      soft_wrap=True)
         err.print(f"{len(violations)} policy violation(s)", highlight=False)
         if violations:
             raise typer.Exit(1)

@@ -6,8 +6,11 @@ Every rule in `tpuplane.infra` raises `ConfigError` before any resource exists, 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
+
+from tpuplane.infra.review.redaction import redact, redact_text
 
 
 @dataclass(frozen=True)
@@ -20,8 +23,10 @@ class Problem:
     hint: str = ""
 
     def __str__(self) -> str:
-        text = f"{self.path}: got {self.given!r}; allowed: {self.allowed}"
-        return f"{text}. Hint: {self.hint}" if self.hint else text
+        """Never shows a secret: the given value is redacted by its key and by what it is."""
+        given = redact(self.given, re.split(r"[.:\[\]]", self.path.rstrip("]"))[-1].strip('"'))
+        text = f"{self.path}: got {given!r}; allowed: {self.allowed}"
+        return redact_text(f"{text}. Hint: {self.hint}" if self.hint else text)
 
 
 class ConfigError(ValueError):

@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.review.redaction import redact_text as redact
 
 # The sidecar images are linux/amd64 CPython builds; markers are evaluated for that machine, not this one.
 _IMAGE_PLATFORM = {
@@ -54,8 +55,6 @@ LOCK_STEP_PACKAGES = ("jax", "jaxlib")
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 # pip's environment variables: `${NAME}` with uppercase letters, digits and `_` only.
 _ENV_VAR = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)\}")
-# The userinfo of a URL (`scheme://user:token@`), never shown.
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@]+@")
 # Per-requirement options that say nothing about versions.
 _PER_REQUIREMENT_OPTIONS = re.compile(r"\s+--(?:hash|config-settings|global-option)\b.*$")
 _OPTION = re.compile(
@@ -100,11 +99,6 @@ class Origin:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
-
-
-def redact(text: str) -> str:
-    """`text` with the userinfo of every URL in it replaced by `***`: tokens never reach a terminal or a log."""
-    return _USERINFO.sub(r"\g<scheme>***@", text)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from tpuplane.infra.fleet.catalog import machine_type_generation
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.review.redaction import (  # noqa: F401 (re-exported for the policy pack)
+    PULUMI_SECRET_SIG, REDACTED, is_secret_key, redact, redact_inputs, redact_text, sensitive_paths,
+)
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -153,34 +156,7 @@ def tpu_pool(inputs: Mapping[str, Any]) -> TpuPool | None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Values that must never be printed
-
-SECRET_KEY = re.compile(r"password|passwd|secret|token|api[_-]?key|private[_-]?key", re.IGNORECASE)
-# Keys that name or point at a secret rather than hold one: secretName, secretRef, secret_uri, tokenFile...
-_SECRET_REFERENCE_KEY = re.compile(r"(name|names|ref|uri|url|path|file|id|version)$", re.IGNORECASE)
-_PEM_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----")
-_SA_KEY_JSON = re.compile(r'"type"\s*:\s*"service_account"')
-# How the Pulumi engine marks a secret value; such a value is already protected.
-PULUMI_SECRET_SIG = "4dabf18193072939515e22adb298388d"
-REDACTED = "[secret]"
-
-
-def _is_list(value: Any) -> bool:
-    """Lists and list-likes (pulumi-policy hands props over as read-only Mapping/Sequence proxies)."""
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-
-
-def is_secret_key(key: str) -> bool:
-    return bool(SECRET_KEY.search(key)) and not _SECRET_REFERENCE_KEY.search(key)
-
-
-def _is_secret_text(text: str) -> bool:
-    return bool(_PEM_PRIVATE_KEY.search(text)) or (bool(_SA_KEY_JSON.search(text)) and "private_key" in text)
-
-
-def _is_service_account_key(value: Mapping[str, Any]) -> bool:
-    return value.get("type") == "service_account" and "private_key" in value
-
+# Values that must never be printed: see tpuplane.infra.review.redaction
 
 def child_path(path: str, key: str | int) -> str:
     """`nodeConfig.labels.foo`, `nodeLocations[0]`, `labels["cloud.google.com/gke-tpu-topology"]`."""
@@ -188,36 +164,7 @@ def child_path(path: str, key: str | int) -> str:
         return f"{path}[{key}]"
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
         return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key)}]"
-
-
-def sensitive_paths(value: Any, path: str = "", key: str = "") -> list[str]:
-    """Paths under `value` that hold a plaintext secret: a string under a secret-named key, a PEM private
-    key, or a service-account JSON key. Values the engine already marks secret are not plaintext."""
-    if isinstance(value, Mapping):
-        if PULUMI_SECRET_SIG in value:
-            return []
-        if _is_service_account_key(value):
-            return [path or "<value>"]
-        return [p for k in sorted(value) for p in sensitive_paths(value[k], child_path(path, str(k)), str(k))]
-    if _is_list(value):
-        return [p for i, item in enumerate(value) for p in sensitive_paths(item, child_path(path, i), key)]
-    if isinstance(value, str) and value and ((key and is_secret_key(key)) or _is_secret_text(value)):
-        return [path or "<value>"]
-    return []
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """`value` with every secret (plaintext or engine-marked) replaced by `[secret]`, safe to print."""
-    if isinstance(value, Mapping):
-        if PULUMI_SECRET_SIG in value or _is_service_account_key(value):
-            return REDACTED
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if _is_list(value):
-        return [redact(item, key) for item in value]
-    if isinstance(value, str) and value and ((key and is_secret_key(key)) or _is_secret_text(value)):
-        return REDACTED
-    return value
+    return f"{path}[{json.dumps(redact_text(key))}]"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -354,17 +301,34 @@ def _present(value: Any) -> Any:
     return _MISSING if value is None else value
 
 
-def _leaf_changes(before: Any, after: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
-    """(path, before, after) for every differing leaf; containers are walked when both sides agree on the
-    container type (or one side is absent), so a new label shows as `nodeConfig.labels.team`."""
+Key = tuple[str | int, ...]
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Equal as the engine would see it: same type and value; NaN equals NaN (identical plans never differ)."""
+    if type(before) is not type(after):
+        return False
+    if before == after:
+        return True
+    dump = lambda v: json.dumps(v, sort_keys=True, default=repr)  # noqa: E731 (NaN dumps as NaN on both sides)
+    return dump(before) == dump(after)
+
+
+def _leaf_changes(before: Any, after: Any, keys: Key = ()) -> Iterator[tuple[Key, Any, Any]]:
+    """(keys, before, after) for every differing leaf; containers are walked when both sides agree on the
+    container type (or one side is absent), so a new label shows as `nodeConfig.labels.team`. A value the
+    engine marks secret is a leaf: it is never walked into."""
     if before is _MISSING and after is _MISSING:
         return
-    if isinstance(before, Mapping) or isinstance(after, Mapping):
+    if PULUMI_SECRET_SIG in (before if isinstance(before, Mapping) else ()) or \
+            PULUMI_SECRET_SIG in (after if isinstance(after, Mapping) else ()):
+        pass
+    elif isinstance(before, Mapping) or isinstance(after, Mapping):
         if all(v is _MISSING or isinstance(v, Mapping) for v in (before, after)):
             b = {} if before is _MISSING else before
             a = {} if after is _MISSING else after
             for key in sorted(set(b) | set(a), key=str):
-                yield from _leaf_changes(_present(b.get(key)), _present(a.get(key)), child_path(path, str(key)))
+                yield from _leaf_changes(_present(b.get(key)), _present(a.get(key)), (*keys, str(key)))
             return
     elif isinstance(before, list) or isinstance(after, list):
         if all(v is _MISSING or isinstance(v, list) for v in (before, after)):
@@ -372,32 +336,47 @@ def _leaf_changes(before: Any, after: Any, path: str) -> Iterator[tuple[str, Any
             a = [] if after is _MISSING else after
             for i in range(max(len(b), len(a))):
                 yield from _leaf_changes(_present(b[i]) if i < len(b) else _MISSING,
-                                         _present(a[i]) if i < len(a) else _MISSING, child_path(path, i))
+                                         _present(a[i]) if i < len(a) else _MISSING, (*keys, i))
             return
-    if before is not _MISSING and after is not _MISSING and type(before) is type(after) and before == after:
+    if before is not _MISSING and after is not _MISSING and _same(before, after):
         return
-    yield path, before, after
+    yield keys, before, after
 
 
-def _last_key(path: str) -> str:
-    """The key a leaf sits under (list items count as their list's key), for secret redaction."""
-    path = re.sub(r"(\[\d+\])+$", "", path)
-    match = re.search(r'(?:\.|^)([A-Za-z_][A-Za-z0-9_]*)$|\["((?:[^"\\]|\\.)*)"\]$', path)
-    return (match[1] or match[2] or "") if match else ""
+def _shown_at(redacted: Any, keys: Key) -> Any:
+    """The printable value at `keys` of a redacted tree; a secret higher up hides everything below it."""
+    for key in keys:
+        if isinstance(redacted, dict) and key in redacted:
+            redacted = redacted[key]
+        elif isinstance(redacted, list) and isinstance(key, int) and key < len(redacted):
+            redacted = redacted[key]
+        else:
+            return REDACTED
+    return redacted
+
+
+def _path(keys: Key) -> str:
+    path = ""
+    for key in keys:
+        path = child_path(path, key)
+    return path
 
 
 def property_changes(resource_type: str, before: Mapping[str, Any], after: Mapping[str, Any]
                      ) -> tuple[PropertyChange, ...]:
+    """Every differing leaf, found on the real values and shown from their redacted copies (the redaction
+    sees whole env entries, args lists and Secret objects, which a single leaf cannot)."""
     rules = replacement_rules(resource_type)
+    shown_before, shown_after = redact_inputs(resource_type, before), redact_inputs(resource_type, after)
     changes = []
-    for path, b, a in _leaf_changes(dict(before), dict(after), ""):
+    for keys, b, a in _leaf_changes(dict(before), dict(after)):
+        path = _path(keys)
         reason = next((r.reason for r in rules if r.covers(path)), "")
-        key = _last_key(path)
         changes.append(PropertyChange(
             path=path,
             kind="add" if b is _MISSING else "remove" if a is _MISSING else "change",
-            before=None if b is _MISSING else redact(b, key),
-            after=None if a is _MISSING else redact(a, key),
+            before=None if b is _MISSING else _shown_at(shown_before, keys),
+            after=None if a is _MISSING else _shown_at(shown_after, keys),
             replaces=reason,
         ))
     return tuple(changes)
