@@ -21,6 +21,7 @@ from typing import Any
 from tpuplane.infra.review.plan_diff import (
     CLUSTER, NODE_POOL, RESERVATION, Plan, PlanResource, parse_plan, pool_vms, sensitive_paths, tpu_pool,
 )
+from tpuplane.infra.review.redaction import redact_text
 
 from tpuplane.infra.fleet.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
 from tpuplane.infra.fleet.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
@@ -36,7 +37,7 @@ class Violation:
     message: str
 
     def __str__(self) -> str:
-        return f"[{self.policy}] {self.resource.rsplit('::', 1)[-1]}: {self.message}"
+        return redact_text(f"[{self.policy}] {self.resource.rsplit('::', 1)[-1]}: {self.message}")
 
 
 ResourceCheck = Callable[[str, Mapping[str, Any], str], list[Violation]]

@@ -53,7 +53,8 @@ _CREDENTIAL_PARAM = re.compile(
     r"[A-Za-z0-9_.-]*|key|sig|auth|code)=)(?P<value>[^&#\s\"']+)", re.IGNORECASE)
 # `--password=x`, `--password x`, `DB_PASSWORD=x`, `token: x`, `"password": "x"`: a secret-named key, then a value.
 _ASSIGNMENT = re.compile(
-    r"(?P<key>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>\"?\s*[=:]\s*\"?|\s+)(?P<value>[^\s\"',;&]+)")
+    r"(?P<key>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>\"?[ \t]*[=:][ \t]*\"?|[ \t]+)"
+    r"(?P<value>[^\s\"',;&]+)")
 
 
 def is_secret_key(key: str) -> bool:
@@ -143,7 +144,7 @@ def redact(value: Any, key: str = "") -> Any:
 
 def _redact_all(value: Any) -> Any:
     """Every value of a Secret's data: keys stay (they say what is there), values go."""
-    if isinstance(value, Mapping):
+    if isinstance(value, Mapping) and not _is_engine_secret(value):
         return {k: REDACTED for k in value}
     return REDACTED
 

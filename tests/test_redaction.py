@@ -1,0 +1,149 @@
+"""No secret in any output: the plan (table, json, markdown), the diff (text, json, markdown), policy messages,
+error messages and free text all pass through `tpuplane.infra.review.redaction`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from plan_factory import resource
+
+from tpuplane.cli.plan import render_markdown, render_table
+from tpuplane.components.offline import Plan, PlannedResource
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.review.diff_report import ReportFormat, render
+from tpuplane.infra.review.plan_diff import diff_plan_dicts
+from tpuplane.infra.review.policies import check_plan
+from tpuplane.infra.review.redaction import (
+    PULUMI_SECRET_SIG, REDACTED, redact, redact_plan, redact_text, sensitive_paths,
+)
+
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+SECRET = "kubernetes:core/v1:Secret"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC{s}\n-----END PRIVATE KEY-----\n"
+
+
+def engine_secret(value):
+    return {PULUMI_SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270", "value": value}
+
+
+def container(**fields):
+    return {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "app:1", **fields}]}}}}
+
+
+# Each shape holds the marker `{s}` where its secret goes; the resource type decides the renderer's context.
+LEAK_SHAPES = {
+    "engine secret": (SECRET, lambda s: {"kind": "Secret", "stringData": engine_secret({"pw": s})}),
+    "engine secret nested": (CONFIG_MAP, lambda s: {"data": {"x": engine_secret({"a": {"b": [s]}})}}),
+    "env entry": (DEPLOYMENT, lambda s: container(env=[{"name": "DB_PASSWORD", "value": s}])),
+    "flag with =": (DEPLOYMENT, lambda s: container(args=[f"--password={s}"])),
+    "flag then value": (DEPLOYMENT, lambda s: container(args=["--api-key", s])),
+    "url userinfo": (CONFIG_MAP, lambda s: {"data": {"index": f"https://user:p@ss-{s}@host.invalid/simple"}}),
+    "url query": (CONFIG_MAP, lambda s: {"data": {"hook": f"https://host.invalid/x?token={s}&a=1"}}),
+    "kubeconfig token": (CONFIG_MAP, lambda s: {"data": {"kubeconfig": f"users:\n- name: u\n  user:\n    token: {s}\n"}}),
+    "dockerconfigjson": (SECRET, lambda s: {"kind": "Secret", "data": {".dockerconfigjson": f"eyJ{s}"}}),
+    "private key": (CONFIG_MAP, lambda s: {"data": {"tls": PEM.format(s=s)}}),
+    "service account key": (CONFIG_MAP, lambda s: {"data": {"sa": {"type": "service_account", "private_key": s}}}),
+    "github token": (CONFIG_MAP, lambda s: {"data": {"note": f"ghp_{s}abcdefghij0123456789AB"}}),
+    "aws key": (CONFIG_MAP, lambda s: {"metadata": {"labels": {"k": "AKIA" + (s + "ABCDEFGHIJKLMNOP")[:16]}}}),
+    "slack token": (CONFIG_MAP, lambda s: {"data": {"slack": f"xoxb-1234-{s}"}}),
+}
+SHAPES = sorted(LEAK_SHAPES)
+
+
+def leaky_resource(shape: str, secret: str) -> dict:
+    type_token, inputs = LEAK_SHAPES[shape]
+    return resource(type_token, "leaky", {"apiVersion": "v1", "metadata": {"name": "leaky"}, **inputs(secret)})
+
+
+def offline_plan(res: dict) -> Plan:
+    return Plan("tpuplane", "dev", [PlannedResource(res["urn"], res["type"], res["name"], "", res["inputs"], (),
+                                                    True)])
+
+
+def plan_doc(*resources: dict) -> dict:
+    return {"project": "tpuplane", "stack": "dev", "resources": list(resources)}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("fmt", list(ReportFormat))
+def test_diff_report_never_shows_old_or_new_secret(shape, fmt):
+    diff = diff_plan_dicts(plan_doc(leaky_resource(shape, "SECRETOLD")), plan_doc(leaky_resource(shape, "SECRETNEW")))
+    text = render(diff, fmt)
+    assert diff.has_changes
+    assert "SECRETOLD" not in text and "SECRETNEW" not in text
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("renderer", ["table", "json", "markdown"])
+def test_plan_render_never_shows_secret(shape, renderer):
+    plan = redact_plan(offline_plan(leaky_resource(shape, "SECRETPART")))
+    if renderer == "json":
+        text = json.dumps(plan.to_json())
+    elif renderer == "markdown":
+        text = render_markdown(plan)
+    else:
+        from io import StringIO
+
+        from rich.console import Console
+        buffer = StringIO()
+        Console(file=buffer, width=160).print(render_table(plan))
+        text = buffer.getvalue()
+    assert "SECRETPART" not in text
+
+
+@pytest.mark.parametrize("shape", [s for s in SHAPES if not s.startswith("engine")])
+def test_sensitive_paths_flags_every_plaintext_shape(shape):
+    assert sensitive_paths(leaky_resource(shape, "SECRETPART")["inputs"])
+
+
+def test_sensitive_paths_engine_secret_is_protected():
+    assert sensitive_paths({"data": engine_secret({"token": "x"})}) == []
+
+
+def test_diff_secret_change_is_reported_without_values():
+    base = plan_doc(leaky_resource("engine secret", "SECRETOLD"))
+    (change,) = diff_plan_dicts(base, plan_doc(leaky_resource("engine secret", "SECRETNEW"))).changes
+    (prop,) = change.properties
+    assert (prop.path, prop.before, prop.after) == ("stringData", REDACTED, REDACTED)
+
+
+def test_diff_same_secret_is_no_change():
+    base = plan_doc(leaky_resource("engine secret", "SECRETOLD"))
+    assert not diff_plan_dicts(base, plan_doc(leaky_resource("engine secret", "SECRETOLD"))).has_changes
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("https://user:p@ss-SECRETPART@host/simple", "https://***@host/simple"),
+    ("https://host/x?token=SECRETPART&page=2", "https://host/x?token=***&page=2"),
+    ("--password=SECRETPART --user bob", "--password=*** --user bob"),
+    ("AWS_SECRET_ACCESS_KEY=SECRETPART", "AWS_SECRET_ACCESS_KEY=***"),
+    ("token: SECRETPART", "token: ***"),
+])
+def test_redact_text_masks_only_the_secret_part(text, shown):
+    assert redact_text(text) == shown
+
+
+@pytest.mark.parametrize("text", ["secretName: db-creds", "--token-file=/var/run/token", "numpy<2",
+                                  "ssh://git@github.com/org/repo", "us-east5-b", "ct6e-standard-4t"])
+def test_redact_text_leaves_references_and_plain_values(text):
+    assert redact_text(text) == text
+
+
+def test_redact_secret_named_key_hides_whole_value():
+    assert redact({"dbPassword": "SECRETPART", "passwordSecretName": "db"}) == {
+        "dbPassword": REDACTED, "passwordSecretName": "db"}
+
+
+def test_config_error_never_shows_secret_value():
+    message = str(ConfigError.at("tpuplane:db.password", "SECRETPART", "a string"))
+    assert "SECRETPART" not in message
+
+
+def test_policy_messages_name_token_in_resource_name_without_showing_it():
+    token = "ghp_SECRETPARTabcdefghij0123456789AB"
+    res = resource(CONFIG_MAP, token, {"apiVersion": "v1", "metadata": {"name": token}})
+    violations = check_plan(plan_doc(res))
+    assert any(v.policy == "no-plaintext-secrets" for v in violations)
+    assert all("SECRETPART" not in str(v) for v in violations)
