@@ -5,7 +5,6 @@ Exit status like `diff(1)`, so CI can branch on it: 0 no change, 1 changes, 2 ba
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +13,7 @@ import typer
 from tpuplane.infra.review.diff_report import ReportFormat, render
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.plan_diff import Plan, diff_plans, parse_plan
+from tpuplane.infra.yaml_input import read_json_file
 
 EXIT_NO_CHANGES = 0
 EXIT_CHANGES = 1
@@ -21,14 +21,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _read_plan(path: Path, role: str) -> Plan:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError.at(f"{role} plan {path}", err.strerror or str(err), "a readable file",
-                             "write it with `tpuplane plan --format json > FILE`") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError.at(f"{role} plan {path}", str(err), "a JSON document",
-                             "write it with `tpuplane plan --format json > FILE`") from None
+    raw = read_json_file(path, f"{role} plan {path}", "plan file", "write it with `tpuplane plan --format json > FILE`")
     return parse_plan(raw, source=f"{role} plan {path}")
 
 

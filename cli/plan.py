@@ -21,6 +21,7 @@ from rich.tree import Tree
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.policies import check_plan
 from tpuplane.infra.review.redaction import redact_plan, redact_text
+from tpuplane.infra.yaml_input import read_yaml_file
 
 
 class PlanFormat(str, Enum):
@@ -43,24 +44,20 @@ class PulumiProject:
         for folder in (start, *start.parents):
             manifest = folder / "Pulumi.yaml"
             if manifest.is_file():
-                doc = yaml.safe_load(manifest.read_text())
-                main = folder / doc.get("main", ".")
+                doc = read_yaml_file(manifest)
+                if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+                    raise ConfigError.at(str(manifest), "<document>", "a Pulumi.yaml with a `name`",
+                                         "see the repository's Pulumi.yaml")
+                main = folder / str(doc.get("main", "."))
                 return cls(folder, doc["name"], main / "__main__.py" if main.is_dir() else main,
-                           folder / doc.get("stackConfigDir", "."))
+                           folder / str(doc.get("stackConfigDir", ".")))
         raise ConfigError.at("Pulumi.yaml", str(start), "a folder inside a tpuplane project",
                              "run from the repository, or pass --project-dir")
 
 
 def read_stack_file(path: Path, project: str) -> dict[str, Any]:
     """The `config:` of a Pulumi.<stack>.yaml, keys qualified as Pulumi does (`cluster` -> `<project>:cluster`)."""
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except OSError as exc:
-        raise ConfigError.at("--config", str(path), "a readable Pulumi.<stack>.yaml file", exc.strerror or "") from None
-    except UnicodeDecodeError:
-        raise ConfigError.at("--config", str(path), "a UTF-8 text file", "is it the right file?") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError.at(str(path), "invalid YAML", "a Pulumi.<stack>.yaml document", str(exc)) from None
+    doc = read_yaml_file(path, str(path), "Pulumi.<stack>.yaml file") or {}
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
         raise ConfigError.at(f"{path}:config", config, "a mapping of config keys", "see stacks/Pulumi.dev.yaml")

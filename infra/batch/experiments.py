@@ -16,17 +16,18 @@ import base64
 import hashlib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-import yaml
 from pydantic import Field, ValidationError
 
 from tpuplane.infra.config import StackConfig, config_path
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.naming import DNS_LABEL
+from tpuplane.infra.yaml_input import read_yaml_file
 from tpuplane.infra.batch.workload import TpuWorkloadSpec, max_name_length, render_tpu_jobset, workload_problems
 
 ParamValue = Union[bool, int, float, str]
@@ -137,10 +138,12 @@ def experiment_problems(exp: ExperimentSpec, cfg: StackConfig | None = None) -> 
                                     "a parameter name of letters, digits, '_' and '-'"))
     if problems:  # trial names are meaningless until the sweep itself is valid
         return problems
-    trials = expand_trials(exp)
-    if len(trials) > MAX_TRIALS:
-        problems.append(Problem("grid", f"{len(trials)} trials", f"at most {MAX_TRIALS}", "split the sweep"))
+    count = math.prod(len(v) for v in exp.grid.values()) if exp.grid else len(exp.trials)
+    if count > MAX_TRIALS:  # counted before expanding: a 10^6-trial grid is refused at once, not built
+        problems.append(Problem("grid" if exp.grid else "trials", f"{count} trials", f"at most {MAX_TRIALS}",
+                                "split the sweep"))
         return problems
+    trials = expand_trials(exp)
     problems += _same_id_problems(exp, trials)
     if not DNS_LABEL.fullmatch(exp.name):
         problems.append(Problem("name", exp.name, "lowercase letters, digits and '-', starting with a letter"))
@@ -167,10 +170,7 @@ def render_experiment(exp: ExperimentSpec, cfg: StackConfig | None = None) -> li
 
 def load_experiment(path: Path) -> ExperimentSpec:
     """Read an experiment YAML file; schema errors become a ConfigError naming the field."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError.at(str(path), "(file)", "a readable YAML experiment file", str(exc)) from None
+    raw = read_yaml_file(path, str(path), "YAML experiment file")
     try:
         return ExperimentSpec.model_validate(raw)
     except ValidationError as exc:
