@@ -4,7 +4,6 @@ every resource with its inputs, with no credentials, network or Pulumi CLI.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from dataclasses import dataclass
@@ -16,9 +15,11 @@ import typer
 import yaml
 from rich.console import Console
 from rich.markup import escape
-from rich.tree import Tree
 
+from tpuplane.cli.plan_render import plain_text, plan_summary, render_markdown, render_table
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.review.cost import load_prices
+from tpuplane.infra.review.html_report import render_html
 from tpuplane.infra.review.policies import check_plan
 from tpuplane.infra.review.redaction import redact_plan, redact_text
 from tpuplane.infra.yaml_input import read_yaml_file
@@ -28,6 +29,7 @@ class PlanFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 @dataclass(frozen=True)
@@ -78,50 +80,42 @@ def make_plan(project: PulumiProject, config: dict[str, Any], stack: str):
         raise
 
 
-def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if isinstance(value, dict) and value:
-        return [item for k, v in value.items() for item in _flatten(v, f"{prefix}.{k}" if prefix else k)]
-    if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
-        return [item for i, v in enumerate(value) for item in _flatten(v, f"{prefix}[{i}]")]
-    return [(prefix, value)]
+def stack_file(project: PulumiProject, stack: str) -> Path:
+    """<stackConfigDir>/Pulumi.<stack>.yaml; an unknown stack names the ones that exist."""
+    path = project.stack_config_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+                       for p in project.stack_config_dir.glob("Pulumi.*.yaml"))
+        raise ConfigError.at("--stack", stack, f"one of: {', '.join(known) or '(none)'}",
+                             f"there is no {path.name} in {project.stack_config_dir}; "
+                             "or pass --config FILE")
+    return path
 
 
-def render_table(plan) -> Tree:
-    """The component tree, each resource with its inputs flattened to `path = value` lines."""
-    root = Tree(f"[bold]{plan.project}[/]/[bold]{plan.stack}[/]: {len(plan.resources)} resources")
-    known = {r.urn for r in plan.resources}
-    children: dict[str, list] = {}
-    for res in plan.resources:  # in URN order, so siblings always print in the same order
-        children.setdefault(res.parent if res.parent in known else "", []).append(res)
-
-    def add(node: Tree, parent_urn: str) -> None:
-        for res in children.get(parent_urn, []):
-            child = node.add(f"[cyan]{res.type}[/] [bold]{escape(res.name)}[/]")
-            if res.custom:
-                for path, value in _flatten(res.inputs):
-                    child.add(f"[dim]{escape(path)}[/] = {escape(json.dumps(value, sort_keys=True))}")
-            add(child, res.urn)
-
-    add(root, "")
-    return root
-
-
-def render_markdown(plan) -> str:
-    lines = [f"# Plan of `{plan.project}/{plan.stack}`", "", f"{len(plan.resources)} resources.", "",
-             "| type | name | parent |", "| --- | --- | --- |"]
-    by_urn = {r.urn: r.name for r in plan.resources}
-    lines += [f"| `{r.type}` | `{r.name}` | {by_urn.get(r.parent, '')} |" for r in plan.resources]
-    for r in plan.resources:
-        if r.custom:
-            lines += ["", f"<details><summary><code>{r.type}</code> <b>{r.name}</b></summary>", "", "```yaml",
-                      yaml.safe_dump(r.inputs, sort_keys=True).rstrip(), "```", "</details>"]
-    return "\n".join(lines) + "\n"
+def _print_table(plan, details: bool, prices) -> str | None:
+    """Colour and the terminal's width on a terminal; plain, 160 columns (deterministic) otherwise.
+    Returns the text when it must go to a file or pipe, None once printed to the terminal."""
+    terminal = Console()
+    renderable = render_table(plan, details=details, prices=prices)
+    if terminal.is_terminal:
+        terminal.print(renderable, highlight=False)
+        return None
+    return plain_text(renderable)
 
 
 def plan_command(
-    stack: str = typer.Option("dev", "--stack", "-s", help="Stack name: reads <stackConfigDir>/Pulumi.<stack>.yaml."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="A file in Pulumi.<stack>.yaml format."),
-    fmt: PlanFormat = typer.Option(PlanFormat.table, "--format", "-f", help="Output format."),
+    stack: Optional[str] = typer.Option(
+        None, "--stack", "-s", help="Stack name: reads <stackConfigDir>/Pulumi.<stack>.yaml [default: dev]. "
+        "With --config, names the stack the file is planned as."),
+    config: Optional[Path] = typer.Option(
+        None, "--config", "-c", help="A file in Pulumi.<stack>.yaml format; the stack is named by --stack, "
+        "else by the file name."),
+    fmt: PlanFormat = typer.Option(PlanFormat.table, "--format", "-f",
+                                   help="Output format: table (summary first), json (for `tpuplane diff`), "
+                                        "markdown (PR comment), html (one self-contained page; use --out)."),
+    details: bool = typer.Option(False, "--details", help="Table: print every property of every resource."),
+    prices: Optional[Path] = typer.Option(
+        None, "--prices", help="A YAML price table merged over the shipped one (estimated monthly cost)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the plan to this file."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Where Pulumi.yaml is (or below it)."),
     policy: bool = typer.Option(False, "--policy", help="Also run the policy pack's rules; exit 1 on violations."),
@@ -131,8 +125,9 @@ def plan_command(
     err = Console(stderr=True)
     try:
         project = PulumiProject.find(project_dir.resolve())
-        path = config or project.stack_config_dir / f"Pulumi.{stack}.yaml"
-        stack_name = stack if config is None else path.stem.removeprefix("Pulumi.")
+        path = config or stack_file(project, stack or "dev")
+        stack_name = stack or ("dev" if config is None else path.stem.removeprefix("Pulumi."))
+        price_table = load_prices(prices)
         raw_plan = make_plan(project, read_stack_file(path, project.name), stack_name)
     except ConfigError as exc:
         err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}", highlight=False, soft_wrap=True)
@@ -142,11 +137,13 @@ def plan_command(
     if fmt is PlanFormat.json:
         text = json.dumps(plan.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
     elif fmt is PlanFormat.markdown:
-        text = render_markdown(plan)
+        text = render_markdown(plan, price_table)
+    elif fmt is PlanFormat.html:
+        text = render_html(plan_summary(plan), plan.resources, price_table)
+    elif out:
+        text = plain_text(render_table(plan, details=details, prices=price_table))
     else:
-        buffer = io.StringIO()
-        Console(file=buffer, width=160, soft_wrap=True).print(render_table(plan), highlight=False)
-        text = buffer.getvalue()
+        text = _print_table(plan, details, price_table) or ""
     if out:
         try:
             out.write_text(text)

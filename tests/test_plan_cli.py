@@ -152,22 +152,21 @@ def test_plan_markdown_lists_every_resource_and_its_inputs():
     result = tpuplane("--stack", "dev", "--format", "markdown")
 
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("# Plan of `tpuplane/dev`\n")
-    assert "| `gcp:container/nodePool:NodePool` | `train-1` | train |" in result.stdout
-    assert "<code>gcp:container/nodePool:NodePool</code> <b>train-1</b>" in result.stdout
+    assert result.stdout.startswith("### Plan of `tpuplane/dev`\n")
+    assert "| `train` | `NodePool` | `train-1` | machine type: ct6e-standard-4t; topology: 4x4;" in result.stdout
+    assert "<code>NodePool</code> <b>train-1</b>" in result.stdout
     assert "consumeReservationType: NO_RESERVATION" in result.stdout
 
 
 def test_plan_table_shows_the_component_tree():
-    lines = tpuplane("--stack", "dev").stdout.splitlines()
+    lines = tpuplane("--stack", "dev", "--details").stdout.splitlines()
 
     def depth(fragment: str) -> int:
-        (line,) = [ln for ln in lines if ln.endswith(fragment)]
+        (line,) = [ln for ln in lines if ln.strip(" │├└─").startswith(fragment)]
         return line.index(fragment)
 
     assert lines[0].startswith("tpuplane/dev: ")
-    assert depth("tpuplane:index:TpuCluster fleet-dev") < depth("tpuplane:index:TpuSlicePool train") \
-        < depth("gcp:container/nodePool:NodePool train-0")
+    assert depth("TpuCluster fleet-dev") < depth("TpuSlicePool train") < depth("NodePool train-0 ")
     assert any(ln.strip(" │├└─").startswith('placementPolicy.type = "COMPACT"') for ln in lines)
 
 
@@ -186,7 +185,8 @@ def test_render_table_nests_children_whatever_the_type_names():
 
     tree = render_table(plan)
 
-    assert [child.label for child in tree.children] == ["[cyan]tpuplane:index:TpuCluster[/] [bold]fleet[/]"]
+    assert [child.label.plain for child in tree.children] == ["TpuCluster fleet"]
+    assert [grandchild.label.plain for grandchild in tree.children[0].children] == ["Batch batch"]
 
 
 def test_plan_rejects_a_config_file_that_is_not_text(tmp_path):
@@ -212,3 +212,68 @@ def test_plan_urns_qualify_children_by_every_ancestor_as_the_engine_does(dev_jso
     assert urns["fleet-dev"] == "urn:pulumi:dev::tpuplane::tpuplane:index:TpuCluster::fleet-dev"
     assert urns["train-0"] == ("urn:pulumi:dev::tpuplane::tpuplane:index:TpuCluster$tpuplane:index:TpuSlicePool"
                                "$gcp:container/nodePool:NodePool::train-0")
+
+
+# --- the fleet first ---------------------------------------------------------------------------------------
+
+
+def test_plan_table_opens_with_the_fleet_summary():
+    lines = tpuplane("--stack", "dev").stdout.splitlines()
+
+    assert lines[2] == "TPU pool groups"
+    assert lines[4].split()[:8] == ["train", "v6e-16", "ct6e-standard-4t", "spot", "-", "2", "8", "32"]
+    assert any(line.startswith("Estimated at list prices of ") for line in lines[:12])
+
+
+def test_plan_table_lists_config_group_objects_without_details():
+    out = tpuplane("--stack", "dev").stdout
+
+    assert "ConfigGroup workloadpriorityclass-high  objects: WorkloadPriorityClass/high" in out
+
+
+def test_plan_table_details_prints_every_property():
+    brief, full = tpuplane("--stack", "dev").stdout, tpuplane("--stack", "dev", "--details").stdout
+
+    assert "placementPolicy.type" not in brief and 'placementPolicy.type = "COMPACT"' in full
+
+
+def test_plan_markdown_opens_with_the_summary_and_a_mermaid_diagram():
+    out = tpuplane("--stack", "dev", "--format", "markdown").stdout
+
+    assert out.index("#### TPU fleet") < out.index("```mermaid") < out.index("#### Resources by component")
+    assert "| `train` | v6e-16 | ct6e-standard-4t | spot | - | 2 | 8 | 32 |" in out
+    assert "`WorkloadPriorityClass/very-low`" in out
+
+
+def test_plan_stack_option_names_the_stack_of_a_config_file(stack_file):
+    path = stack_file("edited", stack_file_config("dev"))
+
+    result = tpuplane("--stack", "dev", "--config", str(path), "--format", "json")
+
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["stack"] == "dev"
+
+
+def test_plan_unknown_stack_lists_the_known_ones():
+    result = tpuplane("--stack", "fleet")
+
+    assert result.exit_code == 2
+    assert "one of: dev, pathways, prod" in result.stderr
+
+
+def test_plan_html_writes_one_page_to_out(tmp_path):
+    out = tmp_path / "fleet.html"
+
+    result = tpuplane("--stack", "dev", "--format", "html", "--out", str(out))
+
+    assert result.exit_code == 0, result.stderr
+    assert out.read_text().startswith("<!DOCTYPE html>") and result.stdout == ""
+
+
+def test_plan_prices_file_changes_the_estimate_and_its_date(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("date: '2031-02-03'\nchip_hour: {v6e: {spot: 1.0}}\n")
+
+    out = tpuplane("--stack", "dev", "--prices", str(prices)).stdout
+
+    assert "$23,360" in out and "list prices of 2031-02-03" in out

@@ -1,0 +1,116 @@
+"""Estimated monthly TPU cost of a fleet and of a change to it, at list price.
+
+A reviewer weighs "adds 64 v6e chips" better as "adds ~$38k a month". The estimate is chips x hours a month
+x a per-chip-hour rate for the chip's generation and capacity mode, from a dated price table (`prices.yaml`
+beside this module), which a stack may override with its own file. Every rendering says it is an estimate
+and names the table's date and source: prices change, discounts are negotiated, pools autoscale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.review.summary import FleetSummary
+
+DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    date: str
+    source: str
+    currency: str
+    hours_per_month: float
+    chip_hour: Mapping[str, Mapping[str, float]]  # generation -> capacity mode -> rate
+
+    def rate(self, generation: str, mode: str) -> float | None:
+        return self.chip_hour.get(generation, {}).get(mode)
+
+    @property
+    def note(self) -> str:
+        """The line every cost rendering carries."""
+        return (f"Estimated at list prices of {self.date} ({self.source}), {self.hours_per_month:g} h/month; "
+                "not a quote.")
+
+
+def _table(doc: Any, origin: str) -> dict[str, Any]:
+    if not isinstance(doc, Mapping):
+        raise ConfigError.at(origin, type(doc).__name__, "a mapping with date, source and chip_hour",
+                             f"see {DEFAULT_PRICES.name} in tpuplane.infra.review")
+    rates = doc.get("chip_hour", {})
+    if not isinstance(rates, Mapping) or not all(isinstance(m, Mapping) for m in rates.values()):
+        raise ConfigError.at(f"{origin}: chip_hour", rates, "generation -> capacity mode -> USD per chip-hour",
+                             "e.g. chip_hour: {v6e: {spot: 0.81}}")
+    for generation, modes in rates.items():
+        for mode, value in modes.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError.at(f"{origin}: chip_hour.{generation}.{mode}", value,
+                                     "a non-negative number (USD per chip-hour)", "e.g. 2.70")
+    return dict(doc)
+
+
+def load_prices(override: Path | None = None) -> PriceTable:
+    """The shipped table, with `override`'s date, source and rates merged over it."""
+    base = _table(yaml.safe_load(DEFAULT_PRICES.read_text()), str(DEFAULT_PRICES))
+    rates = {g: dict(m) for g, m in base["chip_hour"].items()}
+    if override is not None:
+        try:
+            extra = _table(yaml.safe_load(override.read_text()), f"--prices {override}")
+        except OSError as exc:
+            raise ConfigError.at("--prices", str(override), "a readable YAML price table",
+                                 exc.strerror or "") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError.at(f"--prices {override}", "invalid YAML", "a YAML price table", str(exc)) from None
+        for generation, modes in extra.get("chip_hour", {}).items():
+            rates.setdefault(str(generation), {}).update({str(k): float(v) for k, v in modes.items()})
+        base.update({k: v for k, v in extra.items() if k in ("date", "source", "currency", "hours_per_month")})
+    return PriceTable(str(base.get("date", "?")), str(base.get("source", "?")), str(base.get("currency", "USD")),
+                      float(base.get("hours_per_month", 730)), rates)
+
+
+@dataclass(frozen=True)
+class CostLine:
+    """Chips of one generation on one capacity mode, and what they cost a month (None: no price known)."""
+
+    generation: str
+    capacity: str
+    chips: int
+    chip_hours: float
+    monthly: float | None
+
+
+def fleet_cost(summary: FleetSummary, prices: PriceTable) -> tuple[CostLine, ...]:
+    return tuple(_line(generation, mode, chips, prices)
+                 for (generation, mode), chips in summary.chips_by_mode().items())
+
+
+def cost_delta(base: FleetSummary, head: FleetSummary, prices: PriceTable) -> tuple[CostLine, ...]:
+    """Per generation and capacity mode, the chips (and money) `head` adds (+) or removes (-) from `base`."""
+    before, after = base.chips_by_mode(), head.chips_by_mode()
+    return tuple(_line(g, m, after.get((g, m), 0) - before.get((g, m), 0), prices)
+                 for g, m in sorted(set(before) | set(after)) if after.get((g, m), 0) != before.get((g, m), 0))
+
+
+def _line(generation: str, mode: str, chips: int, prices: PriceTable) -> CostLine:
+    rate = prices.rate(generation, mode)
+    hours = chips * prices.hours_per_month
+    return CostLine(generation, mode, chips, hours, None if rate is None else round(hours * rate, 2))
+
+
+def total(lines: tuple[CostLine, ...]) -> float:
+    return round(sum(line.monthly or 0.0 for line in lines), 2)
+
+
+def money(value: float | None, currency: str = "USD", signed: bool = False) -> str:
+    """`$38,016` (whole units: an estimate has no cents); `no price` when the table has no rate."""
+    if value is None:
+        return "no price"
+    sign = ("+" if value > 0 else "-" if value < 0 else "") if signed else ("-" if value < 0 else "")
+    symbol = "$" if currency == "USD" else f"{currency} "
+    return f"{sign}{symbol}{abs(value):,.0f}"

@@ -1,0 +1,449 @@
+"""What a plan means for the fleet, read back from the planned resources alone.
+
+A reviewer asks "how many chips, of which generation, on what capacity, queued how?" before "which
+properties". The plan holds the answer, spread over NodePool inputs, Kueue manifests and the Pathways
+JobSet; this module gathers it into one `FleetSummary`. It reads only what a plan file carries (type, name,
+parent, inputs), so it summarises a fresh `tpuplane plan` and the plan files given to `tpuplane diff` alike.
+
+Pure: resources in, frozen dataclasses out. `key_properties` names the few inputs of each resource type that
+a reviewer needs when it is created or deleted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.fleet.catalog import find_generation, machine_type_generation, resolve_tpu_type
+from tpuplane.infra.review.plan_diff import NODE_POOL, pool_vms
+
+CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
+CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+IMAGE = "docker-build:index:Image"
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+
+# Capacity modes, in the order a reviewer weighs them (guaranteed first).
+CAPACITY_MODES = ("reservation", "on-demand", "flex-start", "queued", "spot")
+# Single-host shapes by chips per VM, for pools without a placement policy.
+_SINGLE_HOST_TOPOLOGIES = {1: ("1x1", "1x1x1"), 4: ("2x2", "2x2x1"), 8: ("2x4",)}
+
+
+class Resource(Protocol):
+    """A planned resource as both the offline plan and a parsed plan file carry it."""
+
+    type: str
+    name: str
+    parent: str | None
+    inputs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PoolGroup:
+    """The node pools of one component (a TpuSlicePool): identical slices of one TPU type."""
+
+    name: str
+    tpu_type: str
+    generation: str
+    machine_type: str
+    topology: str
+    slices: int
+    vms_per_slice: int
+    chips_per_slice: int
+    capacity: str  # one of CAPACITY_MODES
+    reservation: str  # the reservation consumed, "" when none (or any)
+    node_pools: tuple[str, ...]  # GKE node pool names
+    node_labels: tuple[Mapping[str, str], ...]  # per node pool, the labels its nodes carry
+
+    @property
+    def vms(self) -> int:
+        return self.slices * self.vms_per_slice
+
+    @property
+    def chips(self) -> int:
+        return self.slices * self.chips_per_slice
+
+
+@dataclass(frozen=True)
+class CpuPool:
+    name: str
+    machine_type: str
+    nodes: str  # "4" or "1-10" (autoscaling)
+    node_labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Quota:
+    flavor: str
+    resource: str
+    nominal: str
+    borrowing_limit: str = ""
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A ClusterQueue: its cohort, quotas per flavor, and the LocalQueues (namespace/name) that feed it."""
+
+    name: str
+    cohort: str
+    quotas: tuple[Quota, ...]
+    local_queues: tuple[str, ...]
+
+    @property
+    def flavors(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(q.flavor for q in self.quotas))
+
+
+@dataclass(frozen=True)
+class Flavor:
+    name: str
+    node_labels: Mapping[str, str]
+    pools: tuple[str, ...]  # pool groups and CPU pools whose nodes this flavor selects
+
+
+@dataclass(frozen=True)
+class PathwaysService:
+    name: str
+    namespace: str
+    instance_type: str
+    instances: str
+    server_image: str
+
+
+@dataclass(frozen=True)
+class SidecarImage:
+    name: str
+    tags: tuple[str, ...]
+    base_image: str
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    project: str
+    stack: str
+    cluster: str  # "name (location)", "" without a cluster
+    pool_groups: tuple[PoolGroup, ...]
+    cpu_pools: tuple[CpuPool, ...]
+    flavors: tuple[Flavor, ...]
+    queues: tuple[Queue, ...]
+    pathways: tuple[PathwaysService, ...]
+    sidecar_images: tuple[SidecarImage, ...]
+    resource_counts: tuple[tuple[str, int], ...]  # (short type, count), most first
+    config_objects: tuple[tuple[str, str, str], ...]  # (ConfigGroup name, kind, name)
+
+    @property
+    def total_resources(self) -> int:
+        return sum(n for _, n in self.resource_counts)
+
+    def chips_by_generation(self) -> dict[str, int]:
+        chips: dict[str, int] = {}
+        for group in self.pool_groups:
+            chips[group.generation] = chips.get(group.generation, 0) + group.chips
+        return dict(sorted(chips.items()))
+
+    def chips_by_mode(self) -> dict[tuple[str, str], int]:
+        """(generation, capacity mode) -> chips: what list prices apply to."""
+        chips: dict[tuple[str, str], int] = {}
+        for group in self.pool_groups:
+            key = (group.generation, group.capacity)
+            chips[key] = chips.get(key, 0) + group.chips
+        return dict(sorted(chips.items()))
+
+
+def short_type(resource_type: str) -> str:
+    """`gcp:container/nodePool:NodePool` -> `NodePool`."""
+    return resource_type.rsplit(":", 1)[-1]
+
+
+def urn_name(urn: str | None) -> str:
+    return (urn or "").rsplit("::", 1)[-1]
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Node pools
+
+
+def capacity_of(inputs: Mapping[str, Any]) -> tuple[str, str]:
+    """(capacity mode, reservation name) of a NodePool, from the fields GKE acts on."""
+    node_config = inputs.get("nodeConfig") or {}
+    if node_config.get("spot") or node_config.get("preemptible"):
+        return "spot", ""
+    if node_config.get("flexStart"):
+        return "flex-start", ""
+    if _dig(inputs, "queuedProvisioning", "enabled"):
+        return "queued", ""
+    affinity = node_config.get("reservationAffinity") or {}
+    kind = affinity.get("consumeReservationType", "")
+    if kind == "SPECIFIC_RESERVATION":
+        return "reservation", ",".join(str(v).rsplit("/", 1)[-1] for v in affinity.get("values") or ())
+    if kind == "ANY_RESERVATION":
+        return "reservation", "(any)"
+    return "on-demand", ""
+
+
+def _tpu_spec(generation: str, machine_type: str, chips_per_vm: int, topology: str):
+    """The catalog spec of a pool: its placement topology, else the one single-host shape of its machine."""
+    prefix = find_generation(generation).prefix  # type: ignore[union-attr]  # generation came from the catalog
+    candidates = (topology,) if topology else _SINGLE_HOST_TOPOLOGIES.get(chips_per_vm, ())
+    for candidate in candidates:
+        try:
+            return resolve_tpu_type(f"{prefix}-{candidate}", machine_type=machine_type)
+        except ConfigError:
+            continue
+    return None
+
+
+def node_labels(inputs: Mapping[str, Any]) -> dict[str, str]:
+    """The labels GKE puts on a pool's nodes that Kueue flavors select on, plus the pool's own labels."""
+    node_config = inputs.get("nodeConfig") or {}
+    machine_type = node_config.get("machineType", "")
+    labels = {"cloud.google.com/gke-nodepool": str(inputs.get("name", "")),
+              "node.kubernetes.io/instance-type": str(machine_type)}
+    facts = machine_type_generation(machine_type) if machine_type else None
+    if facts:
+        generation = find_generation(facts[0])
+        topology = _dig(inputs, "placementPolicy", "tpuTopology")
+        spec = _tpu_spec(facts[0], machine_type, facts[1], topology or "")
+        labels["cloud.google.com/gke-tpu-accelerator"] = generation.accelerator  # type: ignore[union-attr]
+        if spec is not None:
+            labels["cloud.google.com/gke-tpu-topology"] = spec.topology
+    if node_config.get("spot"):
+        labels["cloud.google.com/gke-spot"] = "true"
+    if node_config.get("flexStart"):
+        labels["cloud.google.com/gke-flex-start"] = "true"
+    labels.update({str(k): str(v) for k, v in (node_config.get("labels") or {}).items()})
+    return labels
+
+
+def _pool_groups(resources: list[Resource]) -> tuple[tuple[PoolGroup, ...], tuple[CpuPool, ...]]:
+    tpu: dict[str, list[Resource]] = {}
+    cpu: list[CpuPool] = []
+    for r in resources:
+        if r.type != NODE_POOL:
+            continue
+        machine_type = _dig(r.inputs, "nodeConfig", "machineType")
+        if isinstance(machine_type, str) and machine_type_generation(machine_type):
+            tpu.setdefault(r.parent or r.name, []).append(r)
+        else:
+            cpu.append(CpuPool(r.name, _text(machine_type), pool_size(r.inputs), node_labels(r.inputs)))
+    groups = []
+    for parent, pools in tpu.items():
+        first = pools[0].inputs
+        machine_type = first["nodeConfig"]["machineType"]
+        generation, chips_per_vm = machine_type_generation(machine_type)  # type: ignore[misc]
+        topology = _dig(first, "placementPolicy", "tpuTopology") or ""
+        spec = _tpu_spec(generation, machine_type, chips_per_vm, topology)
+        vms = pool_vms(first)
+        capacity, reservation = capacity_of(first)
+        groups.append(PoolGroup(
+            name=urn_name(parent) if parent.startswith("urn:") else parent,
+            tpu_type=spec.name if spec else f"{generation} ({machine_type})",
+            generation=generation, machine_type=machine_type,
+            topology=spec.topology if spec else topology, slices=len(pools), vms_per_slice=vms,
+            chips_per_slice=vms * chips_per_vm, capacity=capacity, reservation=reservation,
+            node_pools=tuple(str(p.inputs.get("name", p.name)) for p in pools),
+            node_labels=tuple(node_labels(p.inputs) for p in pools)))
+    return tuple(sorted(groups, key=lambda g: g.name)), tuple(sorted(cpu, key=lambda c: c.name))
+
+
+def pool_size(inputs: Mapping[str, Any]) -> str:
+    """"4" for a fixed pool, "1-10" for an autoscaled one."""
+    autoscaling = inputs.get("autoscaling") or {}
+    low = autoscaling.get("minNodeCount", autoscaling.get("totalMinNodeCount"))
+    high = autoscaling.get("maxNodeCount", autoscaling.get("totalMaxNodeCount"))
+    if high is not None:
+        return f"{low or 0}-{high}"
+    return _text(inputs.get("nodeCount", inputs.get("initialNodeCount", "")))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kueue
+
+
+def _flavors(resources: list[Resource], groups: tuple[PoolGroup, ...], cpu: tuple[CpuPool, ...]
+             ) -> tuple[Flavor, ...]:
+    flavors = []
+    for r in resources:
+        if r.type != RESOURCE_FLAVOR:
+            continue
+        labels = {str(k): str(v) for k, v in (_dig(r.inputs, "spec", "nodeLabels") or {}).items()}
+        candidates = [(g.name, g.node_labels) for g in groups] + [(c.name, (c.node_labels,)) for c in cpu]
+        selected = tuple(name for name, pools in candidates
+                         if labels and any(labels.items() <= dict(pool).items() for pool in pools))
+        flavors.append(Flavor(_text(_dig(r.inputs, "metadata", "name")) or r.name, labels, selected))
+    return tuple(sorted(flavors, key=lambda f: f.name))
+
+
+def _queues(resources: list[Resource]) -> tuple[Queue, ...]:
+    feeders: dict[str, list[str]] = {}
+    for r in resources:
+        if r.type == LOCAL_QUEUE:
+            meta = r.inputs.get("metadata") or {}
+            feeders.setdefault(_text(_dig(r.inputs, "spec", "clusterQueue")), []).append(
+                f"{meta.get('namespace', 'default')}/{meta.get('name', r.name)}")
+    queues = []
+    for r in resources:
+        if r.type != CLUSTER_QUEUE:
+            continue
+        spec = r.inputs.get("spec") or {}
+        name = _text(_dig(r.inputs, "metadata", "name")) or r.name
+        quotas = tuple(
+            Quota(str(flavor.get("name", "")), str(res.get("name", "")), _text(res.get("nominalQuota")),
+                  _text(res.get("borrowingLimit")))
+            for group in spec.get("resourceGroups") or () for flavor in group.get("flavors") or ()
+            for res in flavor.get("resources") or ())
+        cohort = spec.get("cohortName", spec.get("cohort", ""))
+        queues.append(Queue(name, _text(cohort), quotas, tuple(sorted(feeders.get(name, ())))))
+    return tuple(sorted(queues, key=lambda q: q.name))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pathways and images
+
+
+def _arg(args: Iterable[Any], flag: str) -> str:
+    prefix = f"--{flag}="
+    return next((str(a)[len(prefix):] for a in args if str(a).startswith(prefix)), "")
+
+
+def _pathways(resources: list[Resource]) -> tuple[PathwaysService, ...]:
+    services = []
+    for r in resources:
+        if r.type != JOBSET or _dig(r.inputs, "metadata", "labels", "app.kubernetes.io/name") != "pathways":
+            continue
+        containers = [c for job in _dig(r.inputs, "spec", "replicatedJobs") or ()
+                      for c in _dig(job, "template", "spec", "template", "spec", "containers") or ()]
+        head = next((c for c in containers if _arg(c.get("args") or (), "instance_type")), {})
+        args = head.get("args") or ()
+        services.append(PathwaysService(
+            _text(_dig(r.inputs, "metadata", "name")), _text(_dig(r.inputs, "metadata", "namespace")),
+            _arg(args, "instance_type"), _arg(args, "instance_count"), _text(head.get("image"))))
+    return tuple(sorted(services, key=lambda s: (s.namespace, s.name)))
+
+
+def _images(resources: list[Resource]) -> tuple[SidecarImage, ...]:
+    return tuple(sorted((
+        SidecarImage(r.name, tuple(str(t) for t in r.inputs.get("tags") or ()),
+                     _text(_dig(r.inputs, "buildArgs", "BASE_IMAGE")))
+        for r in resources if r.type == IMAGE), key=lambda i: i.name))
+
+
+def config_objects(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(kind, name) of each object a ConfigGroup applies, `namespace/name` when namespaced."""
+    found = []
+    for obj in inputs.get("objs") or ():
+        if isinstance(obj, Mapping):
+            meta = obj.get("metadata") or {}
+            name = f"{meta['namespace']}/{meta.get('name', '')}" if meta.get("namespace") else meta.get("name", "")
+            found.append((str(obj.get("kind", "")), str(name)))
+    return found
+
+
+def _cluster(resources: list[Resource]) -> str:
+    for r in resources:
+        if r.type == GKE_CLUSTER:
+            return f"{r.inputs.get('name', r.name)} ({r.inputs.get('location', '?')})"
+    return ""
+
+
+def summarize(project: str, stack: str, resources: Iterable[Resource]) -> FleetSummary:
+    """The fleet a plan describes: TPU pool groups, Kueue queues, Pathways services, what else and how many."""
+    items = list(resources)
+    groups, cpu = _pool_groups(items)
+    counts = Counter(short_type(r.type) for r in items)
+    return FleetSummary(
+        project=project, stack=stack, cluster=_cluster(items), pool_groups=groups, cpu_pools=cpu,
+        flavors=_flavors(items, groups, cpu), queues=_queues(items), pathways=_pathways(items),
+        sidecar_images=_images(items),
+        resource_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        config_objects=tuple(sorted((r.name, kind, name) for r in items if r.type == CONFIG_GROUP
+                                    for kind, name in config_objects(r.inputs))),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Key properties of one resource
+
+
+def _quota_text(quota: Quota) -> str:
+    borrow = f" (+{quota.borrowing_limit} borrowable)" if quota.borrowing_limit else ""
+    return f"{quota.resource}={quota.nominal}{borrow}"
+
+
+def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The few properties that say what a resource is, as (label, value) pairs; [] when nothing stands out."""
+    if resource_type == NODE_POOL:
+        node_config = inputs.get("nodeConfig") or {}
+        capacity, reservation = capacity_of(inputs)
+        props = [("machine type", _text(node_config.get("machineType")))]
+        topology = _dig(inputs, "placementPolicy", "tpuTopology")
+        if topology:
+            props.append(("topology", _text(topology)))
+        props += [("nodes", pool_size(inputs)),
+                  ("capacity", f"{capacity} {reservation}".strip() if machine_type_generation(
+                      _text(node_config.get("machineType"))) else capacity)]
+        if node_config.get("maxRunDuration"):
+            props.append(("max run", _text(node_config["maxRunDuration"])))
+        locations = inputs.get("nodeLocations") or [inputs.get("location")]
+        props.append(("zones", ",".join(_text(z) for z in locations if z)))
+        return props
+    if resource_type == CLUSTER_QUEUE:
+        queue = _queues([_Shim(resource_type, "", None, inputs)])[0]
+        by_flavor = [f"{flavor}: " + ", ".join(_quota_text(q) for q in queue.quotas if q.flavor == flavor)
+                     for flavor in queue.flavors]
+        return [*([("cohort", queue.cohort)] if queue.cohort else []), ("quota", "; ".join(by_flavor))]
+    if resource_type == LOCAL_QUEUE:
+        return [("namespace", _text(_dig(inputs, "metadata", "namespace"))),
+                ("cluster queue", _text(_dig(inputs, "spec", "clusterQueue")))]
+    if resource_type == RESOURCE_FLAVOR:
+        labels = _dig(inputs, "spec", "nodeLabels") or {}
+        return [("node labels", ", ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in sorted(labels.items())))]
+    if resource_type == CONFIG_GROUP:
+        return [("objects", ", ".join(f"{kind}/{name}" for kind, name in config_objects(inputs)))]
+    if resource_type == GKE_CLUSTER:
+        channel = _dig(inputs, "releaseChannel", "channel")
+        return [(label, _text(value)) for label, value in
+                (("location", inputs.get("location")), ("release channel", channel),
+                 ("deletion protection", inputs.get("deletionProtection"))) if value is not None]
+    if resource_type == "gcp:compute/reservation:Reservation":
+        return [("machine type", _text(_dig(inputs, "specificReservation", "instanceProperties", "machineType"))),
+                ("VMs", _text(_dig(inputs, "specificReservation", "count"))), ("zone", _text(inputs.get("zone")))]
+    if resource_type == JOBSET:
+        jobs = _dig(inputs, "spec", "replicatedJobs") or ()
+        return [("jobs", ", ".join(f"{j.get('name')} x{j.get('replicas', 1)}" for j in jobs))]
+    if resource_type == IMAGE:
+        return [("tags", ", ".join(_text(t) for t in inputs.get("tags") or ())),
+                ("base", _text(_dig(inputs, "buildArgs", "BASE_IMAGE")))]
+    if resource_type == "kubernetes:helm.sh/v3:Release":
+        return [(label, _text(inputs.get(key))) for label, key in
+                (("chart", "chart"), ("version", "version"), ("namespace", "namespace")) if inputs.get(key)]
+    if resource_type.startswith("kubernetes:") and isinstance(inputs.get("metadata"), Mapping):
+        namespace = _dig(inputs, "metadata", "namespace")
+        return [("namespace", _text(namespace))] if namespace else []
+    return []
+
+
+@dataclass(frozen=True)
+class _Shim:
+    type: str
+    name: str
+    parent: str | None
+    inputs: Mapping[str, Any]

@@ -1,0 +1,80 @@
+"""Specification of the cost estimate: chips x hours a month x a dated list price per generation and
+capacity mode, overridable per stack, and always labelled as an estimate with its prices' date."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.review.cost import cost_delta, fleet_cost, load_prices, money
+from tpuplane.infra.review.plan_diff import parse_plan
+from tpuplane.infra.review.summary import summarize
+
+from plan_factory import PROJECT, STACK, node_pool, patch, plan
+
+
+def _summary(*resources):
+    parsed = parse_plan(plan(*resources))
+    return summarize(PROJECT, STACK, parsed.resources)
+
+
+@pytest.fixture
+def prices_file(tmp_path: Path):
+    def write(text: str) -> Path:
+        path = tmp_path / "prices.yaml"
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def test_shipped_prices_are_dated_and_sourced():
+    prices = load_prices()
+
+    assert prices.date and prices.source and prices.hours_per_month == 730
+    assert "Estimated" in prices.note and prices.date in prices.note
+
+
+def test_fleet_cost_is_chips_times_hours_times_the_rate():
+    prices = load_prices()
+    summary = _summary(node_pool("train-0"))
+
+    (line,) = fleet_cost(summary, prices)
+
+    assert (line.generation, line.capacity, line.chips, line.chip_hours) == ("v6e", "spot", 16, 16 * 730)
+    assert line.monthly == round(16 * 730 * prices.rate("v6e", "spot"), 2)
+
+
+def test_an_override_file_merges_rates_and_replaces_the_date(prices_file):
+    prices = load_prices(prices_file("date: '2030-01-01'\nsource: our contract\nchip_hour: {v6e: {spot: 0.5}}\n"))
+
+    assert (prices.date, prices.rate("v6e", "spot")) == ("2030-01-01", 0.5)
+    assert prices.rate("v5p", "on-demand") == load_prices().rate("v5p", "on-demand")
+
+
+def test_an_override_with_a_bad_rate_names_the_field(prices_file):
+    with pytest.raises(ConfigError, match=r"chip_hour\.v6e\.spot"):
+        load_prices(prices_file("chip_hour: {v6e: {spot: cheap}}\n"))
+
+
+def test_a_generation_without_a_price_costs_no_price_not_zero(prices_file):
+    summary = _summary(node_pool("big-0", machine_type="tpu7x-standard-4t", topology="2x2x4"))
+
+    (line,) = fleet_cost(summary, load_prices())
+
+    assert line.monthly is None and money(line.monthly) == "no price"
+
+
+def test_cost_delta_counts_what_head_adds_and_removes_per_mode():
+    base = _summary(node_pool("a-0"))
+    head = _summary(*(patch(node_pool(name), {"nodeConfig": {"spot": None}}) for name in ("a-0", "a-1")))
+
+    delta = {(d.generation, d.capacity): d.chips for d in cost_delta(base, head, load_prices())}
+
+    assert delta == {("v6e", "on-demand"): 32, ("v6e", "spot"): -16}
+
+
+def test_money_rounds_to_whole_units_and_signs_deltas():
+    assert (money(18921.6), money(-1200.4, signed=True), money(5.0, signed=True)) == ("$18,922", "-$1,200", "+$5")
