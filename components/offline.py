@@ -21,6 +21,8 @@ from pulumi.runtime import settings as _settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from tpuplane.components.pulumi_tuning import tuned_runtime
+
 
 @dataclass(frozen=True)
 class PlannedResource:
@@ -171,7 +173,8 @@ def run_under_mocks(program: Callable[[], None], config: Mapping[str, Any], *, p
         exported = _settings.get_root_resource().outputs  # type: ignore[union-attr]
         outputs.update(_sync_await(pulumi.Output.from_input(exported).future()) or {})
 
-    _sync_await(run_pulumi_func(body))
+    with tuned_runtime():
+        _sync_await(run_pulumi_func(body))
     resources = sorted(monitor.recorded, key=lambda r: r.urn)
     return Plan(project, stack, resources, normalize(outputs))
 

@@ -1,0 +1,80 @@
+"""How the offline runner drives Pulumi's Python runtime faster, with the same program and the same output.
+
+Only `tpuplane.components.offline` uses this; `pulumi up` never does. Each setting changes how much work
+the interpreter and the SDK do around a registration, never what is registered:
+- garbage collection: what is alive before a plan (interpreter, SDKs, providers' type modules) is frozen
+  out of every later collection, and young collections run every `GEN0_THRESHOLD` allocations instead of
+  every 700 while the program runs (a plan allocates millions of short-lived futures and protobufs; each
+  default collection rescans them). At interpreter exit everything is frozen, so finalization does not
+  scan the heap one last time.
+- source stack traces: the SDK walks the Python stack at each registration to tell the engine where the
+  resource was declared; the mock monitor never reads it, so the runtime gets the empty trace the SDK
+  itself sends when it finds no user frame.
+
+The second reaches into an SDK internal (`pulumi.runtime.resource._get_stack_trace`), checked against
+`CHECKED_PULUMI`; `check_sdk()` fails loudly on any other SDK version (tests/test_offline_runner.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+from importlib import metadata
+from typing import Iterator
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+# The Pulumi Python SDK versions whose internals this module was read against.
+CHECKED_PULUMI = SpecifierSet(">=3.150,<3.273")
+GEN0_THRESHOLD = 50_000
+
+
+class UncheckedPulumiSdk(RuntimeError):
+    """The installed Pulumi SDK is not one this module was checked against."""
+
+
+def check_sdk() -> None:
+    """Fail with the installed and checked versions unless the SDK is one whose internals are known here."""
+    installed = Version(metadata.version("pulumi"))
+    if installed not in CHECKED_PULUMI:
+        raise UncheckedPulumiSdk(
+            f"pulumi {installed} is installed; components/pulumi_tuning.py was checked against pulumi"
+            f"{CHECKED_PULUMI}: re-check `pulumi.runtime.resource._get_stack_trace` and widen CHECKED_PULUMI")
+
+
+def _empty_stack_trace():
+    from pulumi.runtime.proto import source_pb2
+
+    return source_pb2.StackTrace()
+
+
+_exit_hook_registered = False
+
+
+def _freeze_at_exit() -> None:
+    """Frozen objects are skipped by the collection interpreter finalization runs over the whole heap."""
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        atexit.register(gc.freeze)
+        _exit_hook_registered = True
+
+
+@contextlib.contextmanager
+def tuned_runtime() -> Iterator[None]:
+    """Run the enclosed Pulumi program with the settings above; restore the SDK and the collector after."""
+    check_sdk()
+    from pulumi.runtime import resource as sdk_resource
+
+    _freeze_at_exit()
+    gc.freeze()
+    threshold = gc.get_threshold()
+    gc.set_threshold(GEN0_THRESHOLD, *threshold[1:])
+    stack_trace = sdk_resource._get_stack_trace
+    sdk_resource._get_stack_trace = _empty_stack_trace
+    try:
+        yield
+    finally:
+        sdk_resource._get_stack_trace = stack_trace
+        gc.set_threshold(*threshold)

@@ -1,0 +1,73 @@
+"""The offline runner's Pulumi tuning: same plan byte for byte, SDK left as found, loud on an unchecked SDK."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pulumi.runtime import resource as sdk_resource
+
+from tpuplane.components import offline, pulumi_tuning
+
+REPO = Path(__file__).resolve().parents[1]
+STACKS = REPO / "stacks"
+
+
+def plan_json(stack: str) -> str:
+    """`tpuplane plan --format json` of a stack file, as text."""
+    config = yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text())["config"]
+    plan = offline.run_program_file(STACKS / "__main__.py", config, project="tpuplane", stack=stack)
+    return json.dumps({**plan.to_json(), "outputs": plan.outputs}, indent=2, sort_keys=True)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod", "pathways"])
+def test_offline_runner_tuned_plan_is_byte_identical_to_stock_sdk(stack, monkeypatch):
+    tuned = plan_json(stack)
+    monkeypatch.setattr(offline, "tuned_runtime", contextlib.nullcontext)
+    assert plan_json(stack) == tuned
+
+
+def test_offline_runner_restores_sdk_and_collector_after_a_plan():
+    stack_trace, threshold = sdk_resource._get_stack_trace, gc.get_threshold()
+    plan_json("dev")
+    assert (sdk_resource._get_stack_trace, gc.get_threshold()) == (stack_trace, threshold)
+
+
+def test_offline_runner_restores_sdk_when_the_program_fails():
+    stack_trace = sdk_resource._get_stack_trace
+
+    def failing() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        offline.run_under_mocks(failing, {})
+    assert sdk_resource._get_stack_trace is stack_trace
+
+
+def test_pulumi_tuning_installed_sdk_is_a_checked_one():
+    """Fails when the venv moves to a Pulumi SDK nobody read: re-check the internals, then widen the range."""
+    pulumi_tuning.check_sdk()
+    assert sdk_resource._get_stack_trace().__class__ is pulumi_tuning._empty_stack_trace().__class__
+
+
+def test_pulumi_tuning_unchecked_sdk_fails_loudly(monkeypatch):
+    monkeypatch.setattr(pulumi_tuning.metadata, "version", lambda name: "3.999.0")
+    with pytest.raises(pulumi_tuning.UncheckedPulumiSdk, match="pulumi 3.999.0 is installed"):
+        with pulumi_tuning.tuned_runtime():
+            pass
+
+
+def test_offline_runner_dev_plan_loads_no_unused_provider_module():
+    """`pulumi_gcp.compute`'s modules (1 s, 60 MiB) load only for stacks that create compute resources."""
+    script = ("import sys, yaml; from pathlib import Path; from tpuplane.components.offline import run_program_file; "
+              f"cfg = yaml.safe_load(open({str(STACKS / 'Pulumi.dev.yaml')!r}))['config']; "
+              f"run_program_file(Path({str(STACKS / '__main__.py')!r}), cfg, project='tpuplane', stack='dev'); "
+              "print(sorted(m for m in sys.modules if m.startswith('pulumi_gcp.compute.')))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
