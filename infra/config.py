@@ -7,6 +7,7 @@ pydantic models. Every rule breaks with a `ConfigError` that names the config pa
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import datetime, timedelta
 from enum import Enum
@@ -68,16 +69,28 @@ class MaintenanceExclusion(ConfigModel):
 
 
 class AuthorizedNetwork(ConfigModel):
-    cidr: str = Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+    cidr: str
     name: str = ""
+
+    @field_validator("cidr")
+    @classmethod
+    def _canonical_cidr(cls, v: str) -> str:
+        """What GKE takes: an IPv4 network in its canonical form (no host bits, no `/00`, no `01.`)."""
+        try:
+            network = ipaddress.IPv4Network(v, strict=True)
+        except ValueError:
+            network = None
+        if network is None or str(network) != v:
+            raise ValueError("an IPv4 CIDR block such as 203.0.113.0/24 (address bits beyond the prefix zero)")
+        return v
 
 
 class CpuPoolConfig(ConfigModel):
     """The system/CPU pool: Kueue, JobSet, the Pathways head and client proxies run here."""
 
     machine_type: str = "n2-standard-16"
-    min_nodes: int = Field(1, ge=0)
-    max_nodes: int = Field(10, ge=1)
+    min_nodes: int = Field(1, ge=0, le=GKE_MAX_NODES)
+    max_nodes: int = Field(10, ge=1, le=GKE_MAX_NODES)
 
 
 class ClusterConfig(ConfigModel):
@@ -108,11 +121,11 @@ class TpuPoolConfig(ConfigModel):
 
     name: str
     tpu_type: str
-    slices: int = Field(1, ge=1, strict=True)
+    slices: int = Field(1, ge=1, le=GKE_MAX_NODES, strict=True)  # a slice is at least one node
     capacity: Capacity = Capacity.ON_DEMAND
     reservation: str | None = None
     machine_type: str | None = None  # e.g. ct6e-standard-8t: the single-host 2x4 machine
-    max_run_duration: str | None = Field(None, pattern=r"^[1-9]\d*s$")
+    max_run_duration: str | None = Field(None, pattern=r"^[1-9][0-9]{0,9}s$")
     maintenance_interval: str = Field("AS_NEEDED", pattern="^(AS_NEEDED|PERIODIC)$")
     disk_size_gb: int | None = Field(None, ge=10, le=65536)
     disk_type: str | None = Field(None, pattern="^(pd-standard|pd-balanced|pd-ssd|hyperdisk-balanced|"
@@ -133,7 +146,7 @@ class ReservationConfig(ConfigModel):
 
     name: str
     tpu_type: str
-    slices: int = Field(1, ge=1, strict=True)
+    slices: int = Field(1, ge=1, le=GKE_MAX_NODES, strict=True)
     machine_type: str | None = None
     zone: str | None = None  # default: the cluster's zone
     maintenance_interval: str = Field("AS_NEEDED", pattern="^(AS_NEEDED|PERIODIC)$")  # must match its pools
@@ -153,7 +166,7 @@ class StackConfig(ConfigModel):
     """Everything one stack declares. Field aliases are the Pulumi config keys."""
 
     project: str = Field(alias="gcp:project", pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-    region: str = Field(alias="gcp:region", pattern=r"^[a-z]+-[a-z]+\d+$")
+    region: str = Field(alias="gcp:region", pattern=r"^[a-z]+-[a-z]+[0-9]+$")
     cluster: ClusterConfig = Field(alias="tpuplane:cluster")
     tpu_pools: list[TpuPoolConfig] = Field([], alias="tpuplane:tpuPools")
     reservations: list[ReservationConfig] = Field([], alias="tpuplane:reservations")
@@ -280,8 +293,10 @@ def _cluster_problems(cfg: StackConfig) -> list[Problem]:
                                 "list the ranges pulumi and kubectl run from"))
     problems += _maintenance_exclusion_problems(cfg.cluster.maintenance_exclusion)
     vms = sum(p.slices * p.spec.vms_per_slice for p in cfg.tpu_pools if _resolves(p))
-    if vms > GKE_MAX_NODES:
-        problems.append(Problem("tpuplane:tpuPools", f"{vms} TPU VMs", f"at most {GKE_MAX_NODES} nodes per cluster",
+    nodes = vms + cfg.cluster.cpu_pool.max_nodes  # every pool counts, the CPU pool too
+    if nodes > GKE_MAX_NODES:
+        problems.append(Problem("tpuplane:tpuPools", f"{vms} TPU VMs and {cfg.cluster.cpu_pool.max_nodes} CPU nodes",
+                                f"at most {GKE_MAX_NODES} nodes per cluster",
                                 "GKE's default limit; ask Google to raise it, or split the fleet into clusters"))
     if cfg.cluster.cpu_pool.min_nodes > cfg.cluster.cpu_pool.max_nodes:
         problems.append(Problem("tpuplane:cluster.cpuPool.minNodes", cfg.cluster.cpu_pool.min_nodes,

@@ -25,8 +25,19 @@ class Problem:
     def __str__(self) -> str:
         """Never shows a secret: the given value is redacted by its key and by what it is."""
         given = redact(self.given, re.split(r"[.:\[\]]", self.path.rstrip("]"))[-1].strip('"'))
-        text = f"{self.path}: got {given!r}; allowed: {self.allowed}"
+        text = f"{self.path}: got {_shown(given)}; allowed: {self.allowed}"
         return redact_text(f"{text}. Hint: {self.hint}" if self.hint else text)
+
+
+def _shown(given: object) -> str:
+    """The given value as a message shows it: huge integers by size (their repr can raise), long values cut."""
+    if isinstance(given, int) and not isinstance(given, bool) and given.bit_length() > 64:
+        return f"<a {given.bit_length()}-bit integer>"
+    text = repr(given)
+    return text if len(text) <= _SHOWN_MAX else text[:_SHOWN_MAX - 1] + "…"
+
+
+_SHOWN_MAX = 1000
 
 
 class ConfigError(ValueError):

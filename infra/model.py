@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
+import types
+import typing
+from enum import Enum
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 
 def camel(name: str) -> str:
@@ -12,6 +17,65 @@ def camel(name: str) -> str:
 
 
 class ConfigModel(BaseModel):
-    """A typo in a stack config must fail, not be ignored: `extra="forbid"`. Frozen: config is a value."""
+    """A typo in a stack config must fail, not be ignored: `extra="forbid"`. Frozen: config is a value.
+
+    Scalars are strict without `strict=True` (which would also refuse enum values given as strings, the only
+    way YAML and Pulumi's JSON config can spell them): a number field takes a number, never `true` or `'0.5'`;
+    a boolean field takes `true`/`false` only; numbers are finite and integers fit in 64 bits; text is printable
+    ASCII, as GCP and Kubernetes names are, except in the fields a model lists in `unicode_fields`."""
 
     model_config = ConfigDict(alias_generator=camel, populate_by_name=True, extra="forbid", frozen=True)
+    unicode_fields: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
+        kinds = _scalar_kinds(cls.model_fields[info.field_name].annotation)
+        if value is None or not kinds:
+            return value
+        if isinstance(value, bool):
+            if bool not in kinds:
+                raise ValueError(f"{_kind_names(kinds)}, not a boolean")
+        elif isinstance(value, int):
+            if not kinds & {int, float}:
+                raise ValueError(f"{_kind_names(kinds)}, not a number")
+            if not -INT64 <= value < INT64:
+                raise ValueError("a 64-bit integer")
+        elif isinstance(value, float):
+            if not kinds & {int, float}:
+                raise ValueError(f"{_kind_names(kinds)}, not a number")
+            if not math.isfinite(value):
+                raise ValueError("a finite number")
+            if float not in kinds and not value.is_integer():
+                raise ValueError("a valid integer, not a fraction")
+        elif isinstance(value, str):
+            if str not in kinds:
+                raise ValueError(f"{_kind_names(kinds)}, not text (write the value unquoted)")
+            if info.field_name not in cls.unicode_fields and not _PRINTABLE_ASCII.fullmatch(value):
+                raise ValueError("printable ASCII text (no Unicode letters or digits, no control characters)")
+        return value
+
+
+INT64 = 1 << 63
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
+
+
+def _scalar_kinds(annotation: Any) -> set[type]:
+    """The scalar types a field accepts (`int | None` -> {int}); empty for containers and models. An Enum
+    counts as text: YAML spells it as a string."""
+    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    kinds = set()
+    for arg in args:
+        if isinstance(arg, type) and issubclass(arg, Enum):
+            kinds.add(str)
+        elif arg in (bool, int, float, str):
+            kinds.add(arg)
+        elif arg is not type(None):
+            return set()  # a container, a model or a special type: pydantic checks it
+    return kinds
+
+
+def _kind_names(kinds: set[type]) -> str:
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
+    return " or ".join(names[k] for k in (bool, int, float, str) if k in kinds)

@@ -89,6 +89,8 @@ class TpuJob(ConfigModel):
     `env` is the user's; tpuplane adds what JAX and libtpu need across slices (`multislice_env`), and
     JAX_PROCESS_COUNT (slices x VMs per slice) for the program's own use: JAX itself does not read it."""
 
+    unicode_fields = frozenset({"command"})  # a shell script: any text, newlines included
+
     name: str = DEFAULT_JOB
     tpu_type: str
     machine_type: str | None = None
