@@ -6,11 +6,13 @@ Exit status like `diff(1)`, so CI can branch on it: 0 no change, 1 changes, 2 ba
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
+from tpuplane.infra.review.cost import load_prices
 from tpuplane.infra.review.diff_report import ReportFormat, render
+from tpuplane.infra.review.impact import diff_context
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.plan_diff import Plan, diff_plans, parse_plan
 from tpuplane.infra.yaml_input import read_json_file
@@ -30,15 +32,19 @@ def diff_command(
     head: Annotated[Path, typer.Argument(help="Plan JSON of the PR head.")],
     format: Annotated[ReportFormat, typer.Option("--format", "-f", help="markdown (PR comment), text or json.")
                       ] = ReportFormat.MARKDOWN,
+    prices: Annotated[Optional[Path], typer.Option(
+        "--prices", help="A YAML price table merged over the shipped one (estimated monthly cost).")] = None,
 ) -> None:
     """Compare two offline plans: resources created, updated, replaced, deleted, and TPU slices affected.
 
     Exit status: 0 when nothing changes, 1 when something does, 2 on bad input.
     """
     try:
-        diff = diff_plans(_read_plan(base, "base"), _read_plan(head, "head"))
+        base_plan, head_plan = _read_plan(base, "base"), _read_plan(head, "head")
+        diff = diff_plans(base_plan, head_plan)
+        context = diff_context(base_plan, head_plan, load_prices(prices))
     except ConfigError as err:
         typer.echo(f"tpuplane diff: bad input\n{err}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    typer.echo(render(diff, ReportFormat(format)), nl=False)
+    typer.echo(render(diff, ReportFormat(format), context), nl=False)
     raise typer.Exit(EXIT_CHANGES if diff.has_changes else EXIT_NO_CHANGES)

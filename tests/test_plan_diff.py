@@ -22,7 +22,9 @@ from typer.testing import CliRunner
 
 from tpuplane.cli.diff import diff_command
 from tpuplane.infra.fleet.catalog import machine_type_generation
+from tpuplane.infra.review.cost import load_prices
 from tpuplane.infra.review.diff_report import ReportFormat, render
+from tpuplane.infra.review.impact import diff_context
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.plan_diff import (
     Action,
@@ -352,7 +354,8 @@ def test_diff_command_exits_0_when_nothing_changes(run_diff):
 def test_diff_command_exits_1_and_prints_the_report_when_something_changes(run_diff, busy_diff):
     result = run_diff(*busy_diff, "--format", "text")
     assert result.exit_code == 1
-    assert result.stdout == render(diff_plan_dicts(*busy_diff), "text")
+    base, head = (parse_plan(p) for p in busy_diff)
+    assert result.stdout == render(diff_plan_dicts(*busy_diff), "text", diff_context(base, head, load_prices()))
 
 
 def test_diff_command_writes_json(run_diff, busy_diff):

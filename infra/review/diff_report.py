@@ -13,6 +13,7 @@ import json
 from enum import Enum
 from typing import Any
 
+from tpuplane.infra.review.impact import DiffContext, cost_json, cost_markdown, cost_text, fleet_markdown, key_text
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
 
 
@@ -74,11 +75,13 @@ def _md_impact(impacts: tuple[TpuImpact, ...]) -> list[str]:
     return lines
 
 
-def _md_resources(changes: tuple[ResourceChange, ...]) -> list[str]:
-    lines = ["| | Resource | Type | Changed properties |", "|---|---|---|---|"]
+def _md_resources(changes: tuple[ResourceChange, ...], context: DiffContext | None = None) -> list[str]:
+    """Changed resources show their changed paths; created and deleted ones their key properties."""
+    lines = ["| | Resource | Type | Properties |", "|---|---|---|---|"]
     for c in changes:
         action = f"**{c.action.value}**" if c.action in (Action.REPLACE, Action.DELETE) else c.action.value
-        paths = ", ".join(_code(p.path) for p in c.properties)
+        paths = ", ".join(_code(p.path) for p in c.properties) or _cell(
+            key_text(context.key_properties(c)) if context else "")
         lines.append(f"| {_code(_SYMBOL[c.action])} {action} | {_code(c.name)} | {_code(_short_type(c.type))} "
                      f"| {paths} |")
     return lines
@@ -103,7 +106,7 @@ def _md_details(change: ResourceChange) -> list[str]:
     return [*lines, "", "</details>"]
 
 
-def render_markdown(diff: PlanDiff) -> str:
+def render_markdown(diff: PlanDiff, context: DiffContext | None = None) -> str:
     lines = [f"### tpuplane diff: {_code(_stacks(diff))}", ""]
     if not diff.has_changes:
         return "\n".join([*lines, "No changes."]) + "\n"
@@ -113,8 +116,12 @@ def render_markdown(diff: PlanDiff) -> str:
         names = ", ".join(f"{_code(c.name)} ({_short_type(c.type)})" for c in replaced)
         lines += ["> [!WARNING]", f"> {len(replaced)} resource{'s' if len(replaced) != 1 else ''} will be "
                   f"replaced: {names}. A replaced TPU node pool is a slice torn down and provisioned again.", ""]
-    lines += ["#### TPU impact", "", *_md_impact(diff.tpu_impact), "", "#### Resources", "",
-              *_md_resources(diff.changes), ""]
+    lines += ["#### TPU impact", "", *_md_impact(diff.tpu_impact), ""]
+    if context:
+        lines += ["#### Estimated cost", "", *cost_markdown(context), ""]
+    lines += ["#### Resources", "", *_md_resources(diff.changes, context), ""]
+    if context:
+        lines += [*fleet_markdown(context), ""]
     for change in diff.changes:
         if change.properties:
             lines += [*_md_details(change), ""]
@@ -135,13 +142,15 @@ def _text_property(p: PropertyChange) -> str:
     return f"{line}  [forces replacement: {p.replaces}]" if p.replaces else line
 
 
-def render_text(diff: PlanDiff) -> str:
+def render_text(diff: PlanDiff, context: DiffContext | None = None) -> str:
     lines = [f"tpuplane diff {_stacks(diff)}"]
     if not diff.has_changes:
         return "\n".join([*lines, "No changes."]) + "\n"
     for c in diff.changes:
         lines.append(f"  {_SYMBOL[c.action]:<2} {_short_type(c.type)} {c.name} ({c.action.value})")
         lines += [_text_property(p) for p in c.properties]
+        if context and context.key_properties(c):
+            lines.append(f"      {key_text(context.key_properties(c))}")
     lines.append("TPU impact:")
     if not diff.tpu_impact:
         lines.append("  none")
@@ -149,6 +158,8 @@ def render_text(diff: PlanDiff) -> str:
         lines.append(f"  {row.generation}: slices +{row.slices_added} -{row.slices_removed} "
                      f"recreated {row.slices_recreated}; chips +{row.chips_added} -{row.chips_removed} "
                      f"recreated {row.chips_recreated}")
+    if context:
+        lines += cost_text(context)
     lines.append(_summary_line(diff))
     return "\n".join(lines) + "\n"
 
@@ -157,9 +168,10 @@ def render_text(diff: PlanDiff) -> str:
 # json
 
 
-def diff_to_dict(diff: PlanDiff) -> dict[str, Any]:
+def diff_to_dict(diff: PlanDiff, context: DiffContext | None = None) -> dict[str, Any]:
     """camelCase, like the plan file."""
-    return {
+    extra = {} if context is None else {"costImpact": cost_json(context)}
+    return {**extra,
         "base": {"project": diff.base[0], "stack": diff.base[1]},
         "head": {"project": diff.head[0], "stack": diff.head[1]},
         "summary": {a.value: diff.count(a) for a in Action},
@@ -169,6 +181,7 @@ def diff_to_dict(diff: PlanDiff) -> dict[str, Any]:
         ],
         "changes": [
             {"urn": c.urn, "type": c.type, "name": c.name, "action": c.action.value,
+             **({"keyProperties": dict(context.key_properties(c))} if context else {}),
              "properties": [{"path": p.path, "kind": p.kind, "before": p.before, "after": p.after,
                              "replaces": p.replaces} for p in c.properties]}
             for c in diff.changes
@@ -181,11 +194,13 @@ def _camel(snake: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def render_json(diff: PlanDiff) -> str:
-    return json.dumps(diff_to_dict(diff), indent=2, sort_keys=True) + "\n"
+def render_json(diff: PlanDiff, context: DiffContext | None = None) -> str:
+    return json.dumps(diff_to_dict(diff, context), indent=2, sort_keys=True) + "\n"
 
 
-def render(diff: PlanDiff, fmt: ReportFormat | str = ReportFormat.MARKDOWN) -> str:
+def render(diff: PlanDiff, fmt: ReportFormat | str = ReportFormat.MARKDOWN, context: DiffContext | None = None
+           ) -> str:
+    """`context` (from the same two plans) adds key properties, the estimated cost and the fleet after."""
     renderers = {ReportFormat.MARKDOWN: render_markdown, ReportFormat.TEXT: render_text,
                  ReportFormat.JSON: render_json}
-    return renderers[ReportFormat(fmt)](diff)
+    return renderers[ReportFormat(fmt)](diff, context)
