@@ -34,6 +34,7 @@ from pulumi_policy.proxy import unknown_checking_proxy
 from tpuplane.infra.review.plan_diff import parse_plan
 from tpuplane.infra.review.policies import (
     check_plan,
+    cluster_node_limit,
     control_plane_not_public,
     deletion_protection_in_production,
     kueue_tpu_quota_matches_pools,
@@ -222,6 +223,58 @@ def test_control_plane_private_or_authorized_passes(changes):
 ])
 def test_control_plane_public_is_flagged(changes, expected):
     assert expected in messages(check(control_plane_not_public, patch(cluster(), changes)))
+
+
+def authorized(*cidrs: str) -> dict[str, Any]:
+    return patch(cluster(), {"masterAuthorizedNetworksConfig": {"cidrBlocks": [{"cidrBlock": c} for c in cidrs]}})
+
+
+@pytest.mark.parametrize("cidrs", [("0.0.0.0/1", "128.0.0.0/1"), ("10.0.0.0/8", "11.0.0.0/8"),
+                                   tuple(f"{i}.0.0.0/9" for i in range(1, 4))])
+def test_control_plane_cidrs_covering_more_than_a_slash_8_together_are_flagged(cidrs):
+    assert "more than a /8" in messages(check(control_plane_not_public, authorized(*cidrs)))
+
+
+def test_control_plane_overlapping_cidrs_count_once():
+    assert check(control_plane_not_public, authorized("10.0.0.0/8", "10.1.0.0/16", "10.0.0.0/9")) == []
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/00", "999.999.999.999/99", "10.0.0.1/8", "corp", ""])
+def test_control_plane_malformed_cidr_is_flagged(cidr):
+    [violation] = check(control_plane_not_public, authorized("10.0.0.0/8", cidr))
+    assert "cidrBlocks[1] is not a CIDR block" in violation.message
+
+
+# --- node limit ----------------------------------------------------------------------------------------------
+
+
+def test_cluster_node_limit_counts_the_cpu_pool():
+    pools = [node_pool(f"train-{i}", node_count=1000) for i in range(15)]  # 15,000 TPU VMs: at the limit
+    assert check_stack(cluster_node_limit, cluster(), *pools) == []
+    [violation] = check_stack(cluster_node_limit, cluster(), *pools, cpu_pool())
+    assert "15001 nodes" in violation.message
+
+
+def test_cluster_node_limit_counts_autoscaling_ceilings_in_every_zone():
+    regional = patch(cpu_pool(), {"nodeCount": None, "nodeLocations": ["us-east5-a", "us-east5-b", "us-east5-c"],
+                                  "autoscaling": {"maxNodeCount": 5001}})
+    [violation] = check_stack(cluster_node_limit, cluster(), regional)
+    assert "15003 nodes" in violation.message
+
+
+# --- secret-looking values anywhere ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("inputs", [
+    {"name": "ghp_0123456789abcdefghijABCDEFGHIJKLMN"},
+    {"metadata": {"labels": {"version": "AKIAIOSFODNN7EXAMPLE"}}},
+    {"spec": {"image": "repo/app:xoxb-1234-5678-abcdefgh"}},
+    {"spec": {"args": ["--index-url=https://user:pw@pypi.example.invalid/simple"]}},
+])
+def test_secrets_token_shaped_values_are_flagged_whatever_their_key(inputs):
+    [violation] = check(no_plaintext_secrets, {"type": "kubernetes:apps/v1:Deployment", "inputs": inputs,
+                                               "urn": "urn:x::d"})
+    assert all(token not in violation.message for token in ("ghp_0123", "AKIAIOSF", "xoxb-1234", ":pw@"))
 
 
 # --- deletion protection -------------------------------------------------------------------------------------

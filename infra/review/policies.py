@@ -13,6 +13,7 @@ reservation they consume, deletion guards on production stacks.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from tpuplane.infra.review.redaction import redact_text
 
 from tpuplane.infra.fleet.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
 from tpuplane.infra.fleet.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
+from tpuplane.infra.naming import GKE_MAX_NODES
 from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, TPU_RESOURCE, TPU_TAINT_KEY
 
 
@@ -189,13 +191,40 @@ def control_plane_not_public(resource_type: str, props: Mapping[str, Any]) -> It
     if (props.get("privateClusterConfig") or {}).get("enablePrivateEndpoint") is True:
         return
     blocks = (props.get("masterAuthorizedNetworksConfig") or {}).get("cidrBlocks") or []
-    cidrs = [b.get("cidrBlock") for b in blocks]
+    cidrs = [b.get("cidrBlock") if isinstance(b, Mapping) else b for b in blocks]
     if not cidrs:
         yield ("the control plane is public to the whole internet: set privateClusterConfig.enablePrivateEndpoint"
                " = true, or list the allowed ranges in masterAuthorizedNetworksConfig.cidrBlocks.")
-    elif "0.0.0.0/0" in cidrs:
-        yield ("masterAuthorizedNetworksConfig.cidrBlocks contains 0.0.0.0/0, which authorizes every address: "
-               "list only your office, VPN or CI ranges.")
+        return
+    networks = []
+    for i, cidr in enumerate(cidrs):
+        network = _canonical_network(cidr)
+        if network is None:
+            yield (f"masterAuthorizedNetworksConfig.cidrBlocks[{i}] is not a CIDR block GKE takes: write a network "
+                   "such as 203.0.113.0/24 (address bits beyond the prefix zero).")
+        else:
+            networks.append(network)
+    covered = sum(n.num_addresses for n in ipaddress.collapse_addresses(networks))
+    if covered > _MAX_AUTHORIZED_ADDRESSES:
+        listed = ", ".join(str(n) for n in networks[:8]) + (", ..." if len(networks) > 8 else "")
+        yield (f"masterAuthorizedNetworksConfig.cidrBlocks ({listed}) together authorize {covered} addresses, "
+               f"more than a /8 "
+               f"({_MAX_AUTHORIZED_ADDRESSES}): a control plane reachable from that much of the internet is public. "
+               "List only your office, VPN or CI ranges.")
+
+
+_MAX_AUTHORIZED_ADDRESSES = 1 << 24  # a /8
+
+
+def _canonical_network(cidr: Any) -> ipaddress.IPv4Network | None:
+    """The IPv4 network a cidrBlock names, or None when GKE would refuse it (or it is not canonical)."""
+    if not isinstance(cidr, str):
+        return None
+    try:
+        network = ipaddress.IPv4Network(cidr, strict=True)
+    except ValueError:
+        return None
+    return network if str(network) == cidr else None
 
 
 @_resource_rule("no-plaintext-secrets",
@@ -339,6 +368,36 @@ def deletion_protection_in_production(resources: Sequence[PlanResource], *, prod
         if r.type == RESERVATION and r.inputs.get("deletionPolicy") not in ("PREVENT", "ABANDON"):
             yield r.urn, ("production reservation would be released on delete: set deletionPolicy = "
                           "\"PREVENT\" (or \"ABANDON\" to keep it outside the stack).")
+
+
+def _pool_nodes(inputs: Mapping[str, Any]) -> int:
+    """Nodes a pool may hold: its static size, else the autoscaling ceiling; per-zone counts (`nodeCount`,
+    `maxNodeCount`) times its zones."""
+    autoscaling = inputs.get("autoscaling") or {}
+    zones = len(inputs.get("nodeLocations") or []) or 1
+    total = autoscaling.get("totalMaxNodeCount")
+    if isinstance(total, int) and not isinstance(total, bool):
+        return total
+    for per_zone in (inputs.get("nodeCount"), autoscaling.get("maxNodeCount"), inputs.get("initialNodeCount")):
+        if isinstance(per_zone, int) and not isinstance(per_zone, bool):
+            return per_zone * zones
+    return 0
+
+
+@_stack_rule("cluster-node-limit",
+             f"A cluster's node pools together hold at most {GKE_MAX_NODES} nodes (GKE's limit), CPU pools included.")
+def cluster_node_limit(resources: Sequence[PlanResource]) -> Iterator[tuple[str, str]]:
+    nodes: dict[str, int] = {}
+    for r in resources:
+        if r.type == NODE_POOL:
+            cluster = str(r.inputs.get("cluster") or "")
+            nodes[cluster] = nodes.get(cluster, 0) + _pool_nodes(r.inputs)
+    for r in resources:
+        if r.type == CLUSTER:
+            total = nodes.get(str(r.inputs.get("name") or r.name), 0)
+            if total > GKE_MAX_NODES:
+                yield r.urn, (f"the node pools of this cluster hold up to {total} nodes, more than GKE's "
+                              f"{GKE_MAX_NODES}: remove pools or slices, or split the fleet into clusters.")
 
 
 # ---------------------------------------------------------------------------------------------------------
