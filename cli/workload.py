@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from tpuplane.infra.config import StackConfig, config_path, load_stack_config
+from tpuplane.infra.batch.kueue_config import PRIORITIES
+from tpuplane.infra.config import Capacity, StackConfig, config_path, load_stack_config
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.experiments import load_experiment, render_experiment
 from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
@@ -65,8 +66,9 @@ def render_command(
     name: Optional[str] = typer.Option(None, "--name", help="JobSet name (default <tpu-type>-x<slices>)."),
     queue: Optional[str] = typer.Option(None, "--queue", help="LocalQueue (default: multislice-queue)."),
     namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Namespace of the queue (default)."),
-    priority: Optional[str] = typer.Option(None, "--priority", help="very-low|low|medium|high|very-high."),
-    capacity: str = typer.Option("on-demand", "--capacity", help="on-demand|spot|flex-start|queued|reservation."),
+    priority: Optional[str] = typer.Option(None, "--priority", metavar="<" + "|".join(PRIORITIES) + ">",
+                                           help="A WorkloadPriorityClass of the batch stack [default: medium]."),
+    capacity: Capacity = typer.Option(Capacity.ON_DEMAND, "--capacity", help="How the workload's pools get VMs."),
     machine_type: Optional[str] = typer.Option(None, "--machine-type", help="Host machine for 2x4 shapes."),
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
     max_restarts: int = typer.Option(0, "--max-restarts", help="JobSet restarts on retryable exit codes."),
@@ -79,8 +81,8 @@ def render_command(
     """Print the JobSet of one TPU workload."""
     try:
         try:
-            job = TpuJob(tpu_type=tpu_type, machine_type=machine_type, slices=slices, capacity=capacity, image=image,
-                         command=command, env=parse_env_pairs(env))
+            job = TpuJob(tpu_type=tpu_type, machine_type=machine_type, slices=slices, capacity=capacity.value,
+                         image=image, command=command, env=parse_env_pairs(env))
             spec = TpuWorkloadSpec(name=name or f"{tpu_type}-x{slices}", jobs=[job], queue=queue,
                                    namespace=namespace, priority=priority,
                                    max_restarts=max_restarts, restart_on_exit_codes=restart_on_exit_codes,
