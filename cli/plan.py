@@ -73,7 +73,8 @@ def make_plan(project: PulumiProject, config: dict[str, Any], stack: str):
     from tpuplane.components.offline import run_program_file
 
     try:
-        return run_program_file(project.main, config, project=project.name, stack=stack)
+        with contextlib.chdir(project.main.parent):  # where Pulumi runs the program: relative paths plan the same
+            return run_program_file(project.main, config, project=project.name, stack=stack)
     except pulumi.RunError as exc:
         if isinstance(exc.__cause__, ConfigError):
             raise exc.__cause__ from None

@@ -13,6 +13,7 @@ needs Artifact Registry Writer; the TPU node service account needs Artifact Regi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -104,8 +105,10 @@ class SidecarImage(pulumi.ComponentResource):
         image = docker_build.Image(
             f"{name}-image",
             docker_build.ImageArgs(
-                context=docker_build.BuildContextArgs(location=str(args.context_dir)),
-                dockerfile=docker_build.DockerfileArgs(location=str(dockerfile)),
+                # Relative to the program's working directory (Pulumi runs the program, and starts the provider, in
+                # the folder `main` names), so the same commit plans the same inputs wherever it is checked out.
+                context=docker_build.BuildContextArgs(location=os.path.relpath(args.context_dir)),
+                dockerfile=docker_build.DockerfileArgs(location=os.path.relpath(dockerfile)),
                 build_args=build_args,
                 platforms=[docker_build.Platform.LINUX_AMD64],
                 push=True,

@@ -368,11 +368,19 @@ def test_diff_command_writes_json(run_diff, busy_diff):
     ("{not json", "a JSON document"),
     (json.dumps({"project": "p", "stack": "s"}), "resources"),
     (json.dumps({"project": "p", "stack": "s", "resources": [{"urn": 1}]}), "resources[0].urn"),
+    ('{"project": "p", "stack": "s", "resources": [], "x": NaN}', "NaN"),
+    ('{"project": "p", "project": "q", "stack": "s", "resources": []}', "duplicate key"),
+    ("[" * 100_000 + "]" * 100_000, "nesting"),
 ])
 def test_diff_command_exits_2_on_bad_input(run_diff, base, message):
     result = run_diff(base, plan(cluster()))
     assert result.exit_code == 2
     assert message in result.stderr and result.stdout == ""
+
+
+def test_diff_plans_identical_plans_holding_nan_have_no_changes():
+    pool = patch(node_pool(), {"labels": {"ratio": float("nan")}})
+    assert not diff_plan_dicts(plan(pool), plan(json.loads(json.dumps(pool)))).has_changes
 
 
 def test_diff_command_rejects_unknown_format(run_diff):

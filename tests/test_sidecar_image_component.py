@@ -8,6 +8,7 @@ requirements check and the content hash.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -107,8 +108,9 @@ def test_sidecar_image_builds_linux_amd64_on_the_chosen_base_and_pushes(mocks, c
     assert image.inputs["push"] is True
     assert image.inputs["platforms"] == ["linux/amd64"]
     assert image.inputs["buildArgs"] == {"BASE_IMAGE": base_image_for("0.10.0").ref, "REQUIREMENTS": "requirements.txt"}
-    assert image.inputs["context"] == {"location": str(context)}
-    assert image.inputs["dockerfile"] == {"location": str(context / "Dockerfile")}
+    # relative to the program's working directory, where Pulumi starts the provider: plans do not embed checkouts
+    assert image.inputs["context"] == {"location": os.path.relpath(context)}
+    assert image.inputs["dockerfile"] == {"location": os.path.relpath(context / "Dockerfile")}
     assert image.inputs["tags"] == [expected_ref(context)]
 
 
