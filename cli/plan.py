@@ -4,6 +4,7 @@ every resource with its inputs, with no credentials, network or Pulumi CLI.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
