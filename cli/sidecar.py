@@ -4,8 +4,9 @@ Exit 0 with one "ok" line; exit 1 with one line per conflict (package, your requ
 each is written); exit 2 when an input is unreadable or malformed. Lines that cannot be checked offline (URLs,
 VCS, editable installs, constraints that are not exact pins) are listed on stderr and do not fail the check.
 
-The client's JAX picks the base image: `--jax-version`, else the jax installed where the command runs (the client's
-environment), else the default image's. The constraints' jax and jaxlib pins must equal it.
+The image's JAX is `--jax-version` (a client's, which the constraints' jax and jaxlib pins must equal), else the
+constraints' own jax pin (the file is the truth about the image), else the jax installed here, else the default.
+A JAX without a known base image is still checked, with a notice, for the newest known image's Python.
 """
 
 from __future__ import annotations
@@ -15,10 +16,16 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from packaging.version import InvalidVersion, Version
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways.sidecar_check import check_sidecar
-from tpuplane.infra.pathways.sidecar_image import DEFAULT_JAX_VERSION, base_image_for
+from tpuplane.infra.pathways.sidecar_image import (
+    BASE_TAGS_ENV,
+    DEFAULT_JAX_VERSION,
+    base_image_for,
+    known_base_images,
+    known_jax_versions,
+)
 
 EXIT_CONFLICTS = 1
 EXIT_BAD_INPUT = 2
@@ -35,18 +42,50 @@ def sidecar() -> None:
 
 
 FLAG_SOURCE = "client --jax-version"
+PIN_SOURCE = "the jax pin of the constraints"
 INSTALLED_SOURCE = "client jax installed here (or pass --jax-version)"
 DEFAULT_SOURCE = "default JAX (no jax installed here)"
 
 
-def client_jax_version(flag: str | None) -> tuple[str, str]:
-    """The client's JAX version and where it came from: the flag, the installed distribution, or the default."""
+def installed_jax() -> str | None:
+    try:
+        return metadata.version("jax")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def pinned_jax(constraints: Path) -> str | None:
+    """The constraints file's own jax pin: the image's JAX, whatever the environment running the check has."""
+    from tpuplane.infra.pathways.sidecar_check import image_environment, read_pins
+
+    newest = max(known_base_images(), key=lambda image: Version(image.jax_version))
+    pin = read_pins(constraints, image_environment(newest.python_version)).by_name.get("jax")
+    return str(pin.version) if pin else None
+
+
+def image_jax_version(flag: str | None, pin: str | None) -> tuple[str, str]:
+    """The JAX the check is for, and where it came from: the flag (a client's JAX, held to the pins), else the
+    constraints' jax pin, else the jax installed here, else the default image's."""
     if flag is not None:
         return flag, FLAG_SOURCE
+    if pin is not None:
+        return pin, PIN_SOURCE
+    installed = installed_jax()
+    return (installed, INSTALLED_SOURCE) if installed else (DEFAULT_JAX_VERSION, DEFAULT_SOURCE)
+
+
+def python_for(jax_version: str, source: str, base_tags: Path | None) -> tuple[str, str | None]:
+    """The image's Python (for markers), and a notice when no known base image has this JAX: its requirements
+    are still checked, for the newest known image's Python."""
     try:
-        return metadata.version("jax"), INSTALLED_SOURCE
-    except metadata.PackageNotFoundError:
-        return DEFAULT_JAX_VERSION, DEFAULT_SOURCE
+        return base_image_for(jax_version, path=source, extra=base_tags).python_version, None
+    except ConfigError:
+        Version(jax_version)  # not a version at all: let the caller report it
+        newest = max(known_base_images(base_tags), key=lambda image: Version(image.jax_version))
+        return newest.python_version, (
+            f"no known sidecar base image for JAX {jax_version} ({source}); checked for Python "
+            f"{newest.python_version}, the newest known image's. Known: {', '.join(known_jax_versions(base_tags))}; "
+            f"add the tag to a file named by ${BASE_TAGS_ENV} or pass --base-tags FILE")
 
 
 @app.command()
@@ -58,16 +97,18 @@ def check(
         None,
         "--constraints",
         "-c",
-        help=f"The base image's /opt/venv/server_constraints.txt, exported from the image. "
-        f"Default: {DEFAULT_CONSTRAINTS}, a format example.",
+        help=f"The base image's /opt/venv/server_constraints.txt, exported from the image; its jax pin names the "
+        f"image. Default: {DEFAULT_CONSTRAINTS}, a format example.",
     ),
     jax_version: Optional[str] = typer.Option(
         None,
         "--jax-version",
-        help="The client's JAX version: picks the base image (and so its Python for markers) and requires the "
-        "pinned jax and jaxlib to equal it. Default: the jax installed here, else "
-        f"{DEFAULT_JAX_VERSION}.",
+        help="The client's JAX version: the pinned jax and jaxlib must equal it. Default: the constraints' jax "
+        f"pin, else the jax installed here, else {DEFAULT_JAX_VERSION}.",
     ),
+    base_tags: Optional[Path] = typer.Option(
+        None, "--base-tags", help=f"A file of extra sidecar base tags (one per line), added to the known ones "
+        f"(as ${BASE_TAGS_ENV} does)."),
 ) -> None:
     """Check that every requirement accepts the version the base image pins (and jax/jaxlib match the client)."""
     if constraints is None and not DEFAULT_CONSTRAINTS.is_file():
@@ -75,22 +116,33 @@ def check(
                    "/opt/venv/server_constraints.txt, exported from the image)", err=True)
         raise typer.Exit(EXIT_BAD_INPUT)
     constraints = constraints or DEFAULT_CONSTRAINTS
-    client, source = client_jax_version(jax_version)
-    if source == DEFAULT_SOURCE:
-        typer.echo(f"note: jax is not installed here; checking for the JAX {client} image (pass --jax-version)",
-                   err=True)
+    from tpuplane.infra.pathways.sidecar_check import check_sidecar  # here: other commands skip its parser
+
     try:
-        base = base_image_for(client, path=source)
+        client, source = image_jax_version(jax_version, pinned_jax(constraints))
+        python_version, unknown_image = python_for(client, source, base_tags)
         result = check_sidecar(
             requirements,
             constraints,
-            python_version=base.python_version,
+            python_version=python_version,
             jax_version=client,
             jax_source=source,
         )
+    except InvalidVersion:
+        typer.echo(f"error: {source}: got {client!r}; allowed: a JAX release version such as 0.10.0", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except ConfigError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    if source == DEFAULT_SOURCE:
+        typer.echo(f"note: jax is not installed here; checking for the JAX {client} image (pass --jax-version)",
+                   err=True)
+    installed = installed_jax()
+    if source == PIN_SOURCE and installed and Version(installed) != Version(client):
+        typer.echo(f"note: the image runs jax {client} (pinned in {constraints}) but jax {installed} is installed "
+                   "here; a client must run the image's jax (check one with --jax-version)", err=True)
+    if unknown_image:
+        typer.echo(f"note: {unknown_image}", err=True)
     for notice in result.notices:
         typer.echo(f"note: {notice}", err=True)
     for conflict in result.conflicts:
@@ -98,5 +150,5 @@ def check(
     if not result.ok:
         raise typer.Exit(EXIT_CONFLICTS)
     skipped = f", {result.not_for_image} not for this image" if result.not_for_image else ""
-    where = f"python {base.python_version}, linux/x86_64"
+    where = f"python {python_version}, linux/x86_64"
     typer.echo(f"ok: {result.checked} requirements fit the {result.pins} pins in {constraints} ({where}){skipped}")

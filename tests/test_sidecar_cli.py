@@ -62,20 +62,38 @@ def test_cli_check_defaults_pass_on_the_shipped_example(run, project):
     assert len(result.stdout.splitlines()) == 1
 
 
-def test_cli_check_defaults_to_the_installed_jax(run, project, install_jax):
-    install_jax("0.6.2")  # the 0.6.2 image exists, but the example constraints pin jax 0.10.0
+def test_cli_check_the_constraints_jax_pin_is_the_image_jax(run, project, install_jax):
+    install_jax("0.6.2")  # the example constraints pin jax 0.10.0: that is the image being checked
     result = run()
+    assert result.exit_code == 0, result.output
+    assert "python 3.12" in result.stdout
+    assert "the image runs jax 0.10.0 (pinned in sidecar/constraints.example.txt) but jax 0.6.2 is installed" \
+        in result.stderr
+
+
+def test_cli_check_passes_in_a_client_whose_jax_has_no_known_image(run, project, install_jax):
+    install_jax("0.10.2")  # the project's own environment today
+    result = run("--constraints", "sidecar/constraints.example.txt")
+    assert result.exit_code == 0, result.output
+
+
+def test_cli_check_pinned_jax_without_a_known_image_is_checked_with_a_notice(run, project, tmp_path):
+    pins = tmp_path / "pins.txt"
+    pins.write_text("jax==0.10.2\njaxlib==0.10.2\nnumpy==1.0\n")
+    result = run("--constraints", str(pins))
     assert result.exit_code == 1
-    lines = result.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["jax", "jaxlib"]
-    assert "client jax installed here" in lines[0]
+    assert result.stdout.startswith("numpy: sidecar/requirements.txt")
+    assert "no known sidecar base image for JAX 0.10.2 (the jax pin of the constraints); checked for Python 3.12" \
+        in result.stderr
 
 
-def test_cli_check_installed_jax_without_a_sidecar_image_exits_2(run, project, install_jax):
-    install_jax("0.10.2")
-    result = run()
-    assert result.exit_code == 2
-    assert "client jax installed here (or pass --jax-version): got '0.10.2'" in result.stderr
+def test_cli_check_base_tags_file_adds_an_image(run, project, tmp_path):
+    pins, tags = tmp_path / "pins.txt", tmp_path / "tags.txt"
+    pins.write_text("jax==0.10.2\njaxlib==0.10.2\nnumpy==2.1.1\n")
+    tags.write_text("# ours\n20261101-python_3.13-jax_0.10.2\n")
+    result = run("--constraints", str(pins), "--base-tags", str(tags))
+    assert result.exit_code == 0, result.output
+    assert "python 3.13" in result.stdout and "no known sidecar base image" not in result.stderr
 
 
 def test_cli_check_flag_overrides_the_installed_jax(run, project, install_jax):
@@ -83,11 +101,12 @@ def test_cli_check_flag_overrides_the_installed_jax(run, project, install_jax):
     assert run("--jax-version", "0.10.0").exit_code == 0
 
 
-def test_cli_check_without_jax_installed_uses_the_default_image_and_says_so(run, project, monkeypatch):
+def test_cli_check_without_jax_pin_or_install_uses_the_default_image_and_says_so(run, project, monkeypatch):
     monkeypatch.setattr(sys, "path", [str(project)])  # an environment with no jax distribution at all
-    result = run()
-    assert result.exit_code == 0, result.output
+    (project / "pins.txt").write_text("numpy==2.1.1\n")
+    result = run("--constraints", "pins.txt")
     assert "jax is not installed here; checking for the JAX 0.10.0 image" in result.stderr
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["jax", "jaxlib"]  # unpinned
 
 
 def test_cli_check_prints_one_line_per_conflict_and_exits_1(run, project):
@@ -133,7 +152,8 @@ def test_cli_check_notes_lines_it_cannot_check_on_stderr(run, project):
     [
         (("--requirements", "absent.txt"), "absent.txt"),
         (("--constraints", "absent.txt"), "absent.txt"),
-        (("--jax-version", "0.10.2"), "--jax-version: got '0.10.2'; allowed: one of 0.6.2, 0.10.0"),
+        (("--jax-version", "latest"), "--jax-version: got 'latest'; allowed: a JAX release version"),
+        (("--base-tags", "absent.txt"), "absent.txt"),
     ],
 )
 def test_cli_check_bad_input_exits_2_with_a_message(run, project, args, message):

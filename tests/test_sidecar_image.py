@@ -13,6 +13,7 @@ import pytest
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.sidecar_image import (
     BASE_IMAGE_REPOSITORY,
+    BASE_TAGS_ENV,
     DEFAULT_JAX_VERSION,
     BaseImage,
     base_image_for,
@@ -212,3 +213,20 @@ def test_image_tag_is_a_valid_docker_tag(context):
     tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref})
     assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)
     assert tag == "ctx-" + context_hash(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref})[:20]
+
+
+def test_base_image_for_reads_extra_tags_from_the_environment(tmp_path, monkeypatch):
+    tags = tmp_path / "tags.txt"
+    tags.write_text("20261101-python_3.13-jax_0.10.2  # published after this release\n")
+    monkeypatch.setenv(BASE_TAGS_ENV, str(tags))
+
+    assert base_image_for("0.10.2").python_version == "3.13"
+    assert "0.10.2" in known_jax_versions()
+
+
+def test_base_tags_file_with_a_malformed_tag_names_the_line(tmp_path):
+    tags = tmp_path / "tags.txt"
+    tags.write_text("# ours\nsidecar-latest\n")
+
+    with pytest.raises(ConfigError, match=r"tags\.txt:2"):
+        base_image_for("0.10.0", extra=tags)

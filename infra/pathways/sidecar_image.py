@@ -10,6 +10,7 @@ never rebuilt, a changed one never reuses a tag, and editing a file the build ig
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,12 +22,10 @@ from tpuplane.infra.errors import ConfigError, Problem
 
 BASE_IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
 
-# Public tags of BASE_IMAGE_REPOSITORY, `<date>-python_<X.Y>-jax_<version>`. The date format changed from
-# YYYY_MM_DD to YYYYMMDD between releases; `BaseImage.date` normalises it. Add a tag here when Google publishes one.
-KNOWN_BASE_TAGS = (
-    "2025_10_29-python_3.10-jax_0.6.2",
-    "20260423-python_3.12-jax_0.10.0",
-)
+# Public tags of BASE_IMAGE_REPOSITORY are data: the shipped file, plus a user's own file named by the
+# environment variable (so the stack program and the CLI see the same tags), plus any file a caller passes.
+BASE_TAGS_FILE = Path(__file__).with_name("sidecar_base_tags.txt")
+BASE_TAGS_ENV = "TPUPLANE_SIDECAR_BASE_TAGS"
 
 # The JAX version of the Shared Pathways Service default sidecar.
 DEFAULT_JAX_VERSION = "0.10.0"
@@ -73,32 +72,54 @@ class BaseImage:
         return f"{BASE_IMAGE_REPOSITORY}:{self.tag}"
 
 
-KNOWN_BASE_IMAGES: tuple[BaseImage, ...] = tuple(BaseImage(tag) for tag in KNOWN_BASE_TAGS)
+def read_base_tags(path: Path) -> tuple[BaseImage, ...]:
+    """The tags of a base-tags file (one per line, `#` comments); a malformed line is a ConfigError naming it."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError.at(str(path), "unreadable", "a text file of sidecar base tags",
+                             getattr(exc, "strerror", None) or str(exc)) from None
+    images = []
+    for number, line in enumerate(lines, 1):
+        tag = line.split("#", 1)[0].strip()
+        if not tag:
+            continue
+        if _TAG.match(tag) is None:
+            raise ConfigError.at(f"{path}:{number}", tag, "<date>-python_<X.Y>-jax_<version>",
+                                 "e.g. 20260423-python_3.12-jax_0.10.0, a tag of " + BASE_IMAGE_REPOSITORY)
+        images.append(BaseImage(tag))
+    return tuple(images)
 
 
-def known_jax_versions() -> list[str]:
+def known_base_images(extra: Path | None = None) -> tuple[BaseImage, ...]:
+    """The shipped tags, then those of $TPUPLANE_SIDECAR_BASE_TAGS, then those of `extra`."""
+    files = [BASE_TAGS_FILE, *(Path(p) for p in [os.environ.get(BASE_TAGS_ENV)] if p), *([extra] if extra else [])]
+    return tuple(dict.fromkeys(image for file in files for image in read_base_tags(file)))
+
+
+def known_jax_versions(extra: Path | None = None) -> list[str]:
     """JAX versions that have a known sidecar base image, oldest first."""
-    return sorted({image.jax_version for image in KNOWN_BASE_IMAGES}, key=Version)
+    return sorted({image.jax_version for image in known_base_images(extra)}, key=Version)
 
 
-def base_image_for(jax_version: str, *, path: str = "sidecar.jaxVersion") -> BaseImage:
+def base_image_for(jax_version: str, *, path: str = "sidecar.jaxVersion", extra: Path | None = None) -> BaseImage:
     """The newest known base image whose JAX equals `jax_version` (PEP 440 equality: "0.10" == "0.10.0").
 
     Raises ConfigError naming `path` when the version is not PEP 440 or has no known base image.
     """
-    allowed = "one of " + ", ".join(known_jax_versions())
+    allowed = "one of " + ", ".join(known_jax_versions(extra))
     try:
         wanted = Version(jax_version)
     except InvalidVersion:
         raise ConfigError.at(path, jax_version, allowed, "give a JAX release version such as 0.10.0") from None
-    matches = [image for image in KNOWN_BASE_IMAGES if Version(image.jax_version) == wanted]
+    matches = [image for image in known_base_images(extra) if Version(image.jax_version) == wanted]
     if not matches:
         raise ConfigError.at(
             path,
             jax_version,
             allowed,
             f"the sidecar must run exactly the client's jax and jaxlib; use a client JAX that has a sidecar image "
-            f"in {BASE_IMAGE_REPOSITORY}, or add its tag to KNOWN_BASE_TAGS",
+            f"in {BASE_IMAGE_REPOSITORY}, or add its tag to a file named by ${BASE_TAGS_ENV}",
         )
     return max(matches, key=lambda image: image.date)
 
