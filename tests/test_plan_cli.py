@@ -6,6 +6,7 @@ The command runs the real program in stacks/ under Pulumi's mocks (GCP and Kuber
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 from conftest import REPO, stack_file_config
 from tpuplane.cli.main import app
 from tpuplane.cli.plan import render_table
+from tpuplane.cli.plan_render import plain_text
 from tpuplane.components.offline import Plan, PlannedResource
 
 
@@ -277,3 +279,22 @@ def test_plan_prices_file_changes_the_estimate_and_its_date(tmp_path):
     out = tpuplane("--stack", "dev", "--prices", str(prices)).stdout
 
     assert "$23,360" in out and "list prices of 2031-02-03" in out
+
+
+def test_plan_table_is_coloured_on_a_terminal_and_plain_when_piped():
+    coloured = CliRunner().invoke(app, ["plan", "--project-dir", str(REPO)], env={"FORCE_COLOR": "1"}).stdout
+    piped = CliRunner().invoke(app, ["plan", "--project-dir", str(REPO)], env={"FORCE_COLOR": None}).stdout
+
+    assert "\x1b[" in coloured and "TPU pool groups" in coloured
+    assert "\x1b[" not in piped
+
+
+def test_plan_table_wraps_long_values_instead_of_cutting_them():
+    value = "q" * 300 + "END"
+    res = PlannedResource("urn:pulumi:dev::tpuplane::kubernetes:core/v1:ConfigMap::cm", "kubernetes:core/v1:ConfigMap",
+                          "cm", "", {"data": {"config.yaml": value}}, (), True)
+
+    text = plain_text(render_table(Plan("tpuplane", "dev", [res]), details=True))
+
+    assert max(len(line) for line in text.splitlines()) <= 160
+    assert value in re.sub(r"\n[ │├└─]*", "", text)
