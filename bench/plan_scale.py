@@ -7,9 +7,13 @@ with nothing of tpuplane (no config, planning, validation, components or wiring)
 The ratio is what tpuplane adds. Target: at most 1.25x the sdk floor at 1024 slices, growth linear in slices
 (ms/slice flat). Both runs are warmed (imports, caches) before their clocks start.
 
-    .venv/bin/python bench/plan_scale.py [--sizes 1 64 512 1024]
+    .venv/bin/python bench/plan_scale.py [--sizes 1 64 512 1024] [--repeat 3]
 
-Each measurement runs in its own process, so peak RSS belongs to that run alone.
+Each measurement runs in its own process, so peak RSS belongs to that run alone. Each size is measured
+`--repeat` times, the three runs of a round back to back in an order that rotates between rounds, so all
+three see the same machine load; ratios are computed within a round and reported as median (min-max).
+Both floors go through the same offline runner as the plan (tpuplane.components.offline), so they get the
+same Pulumi tuning: the ratio is what tpuplane's program adds, not what the runner saves.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,26 +131,41 @@ def run_child(kind: str, arg: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {}
 
 
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 512, 1024])
+    parser.add_argument("--repeat", type=int, default=3, help="rounds per size")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "ARG"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child[0], args.child[1])
         return
 
-    print(f"{'slices':>7} {'resources':>9} {'plan s':>7} {'sdk floor':>9} {'x':>5} {'raw floor':>9} {'x':>5} "
-          f"{'plan MB':>7} {'sdk MB':>6} {'x':>5} {'ms/slice':>8}")
+    print(f"medians (min-max) of {args.repeat} rounds; x = ratio within a round")
+    print(f"{'slices':>7} {'resources':>9} {'plan s':>7} {'sdk floor':>9} {'x sdk':>17} {'x raw':>17} "
+          f"{'plan MB':>7} {'x sdk MB':>17} {'ms/slice':>8}")
     for n in args.sizes:
+        rounds = []
         with tempfile.TemporaryDirectory() as tmp:
             replay = f"{tmp}/replay.json"
             run_child("replay", f"{n}:{replay}")
-            real, sdk, raw = run_child("real", str(n)), run_child("sdk", replay), run_child("raw", replay)
-        print(f"{n:>7} {real['resources']:>9} {real['seconds']:>7.2f} {sdk['seconds']:>9.2f} "
-              f"{real['seconds'] / sdk['seconds']:>5.2f} {raw['seconds']:>9.2f} {real['seconds'] / raw['seconds']:>5.2f} "
-              f"{real['peak_rss_mb']:>7.0f} {sdk['peak_rss_mb']:>6.0f} {real['peak_rss_mb'] / sdk['peak_rss_mb']:>5.2f} "
-              f"{1000 * real['seconds'] / n:>8.2f}")
+            jobs = [("real", str(n)), ("sdk", replay), ("raw", replay)]
+            for i in range(args.repeat):
+                order = jobs[i % 3:] + jobs[:i % 3]
+                rounds.append({kind: run_child(kind, arg) for kind, arg in order})
+        real, sdk, raw = ([r[k] for r in rounds] for k in ("real", "sdk", "raw"))
+        seconds = [r["seconds"] for r in real]
+        print(f"{n:>7} {real[0]['resources']:>9} {statistics.median(seconds):>7.2f} "
+              f"{statistics.median(s['seconds'] for s in sdk):>9.2f} "
+              f"{spread([r['seconds'] / s['seconds'] for r, s in zip(real, sdk)]):>17} "
+              f"{spread([r['seconds'] / w['seconds'] for r, w in zip(real, raw)]):>17} "
+              f"{statistics.median(r['peak_rss_mb'] for r in real):>7.0f} "
+              f"{spread([r['peak_rss_mb'] / s['peak_rss_mb'] for r, s in zip(real, sdk)]):>17} "
+              f"{1000 * statistics.median(seconds) / n:>8.2f}")
 
 
 if __name__ == "__main__":
