@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.sidecar_image import (
@@ -128,11 +128,11 @@ def check(
             jax_version=client,
             jax_source=source,
         )
-    except InvalidVersion:
-        typer.echo(f"error: {source}: got {client!r}; allowed: a JAX release version such as 0.10.0", err=True)
-        raise typer.Exit(EXIT_BAD_INPUT) from None
     except ConfigError as error:
         typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except ValueError:  # InvalidVersion, or a release part too long to read as a number
+        typer.echo(f"error: {source}: got {client[:40]!r}; allowed: a JAX release version such as 0.10.0", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     if source == DEFAULT_SOURCE:
         typer.echo(f"note: jax is not installed here; checking for the JAX {client} image (pass --jax-version)",

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways.sidecar_check import check_sidecar, image_environment, read_pins, read_requirement_file
+from tpuplane.infra.pathways.sidecar_check import (
+    MAX_INCLUDE_DEPTH, check_sidecar, image_environment, read_pins, read_requirement_file,
+)
 
 PINS = """\
     # exported server constraints
@@ -450,3 +452,45 @@ def test_shipped_example_requirements_fit_the_shipped_example_constraints():
     )
     assert result.ok, [str(conflict) for conflict in result.conflicts]
     assert result.notices == ()
+
+
+# ---- hostile or odd input: one clear error, never a traceback, never the file's text ------------------------------
+
+
+def test_check_undefined_marker_comparison_is_a_config_error(check):
+    with pytest.raises(ConfigError, match=r"requirements\.txt:1.*a marker whose comparisons are defined"):
+        check('numpy ; python_version ~= "abc"\n')
+
+
+def test_check_long_include_chain_is_refused(tmp_path, constraints):
+    for i in range(600):
+        (tmp_path / f"r{i}.txt").write_text(f"-r r{i + 1}.txt\n")
+    (tmp_path / "r600.txt").write_text("numpy\n")
+    with pytest.raises(ConfigError, match=f"at most {MAX_INCLUDE_DEPTH}"):
+        check_sidecar(tmp_path / "r0.txt", constraints, python_version="3.12", jax_version="0.10.0", environ={})
+
+
+def test_check_version_with_thousands_of_digits_is_refused(check):
+    with pytest.raises(ConfigError, match="at most 18 digits"):
+        check("numpy==" + "1" * 5000 + "\n")
+
+
+def test_check_marker_on_the_unknown_kernel_release_is_checked_as_possibly_true(check):
+    (conflict,) = check('numpy<2 ; platform_release >= "5.0"\n').conflicts
+    assert conflict.package == "numpy"
+
+
+def test_check_marker_false_whatever_the_kernel_release_is_skipped(check):
+    result = check('numpy<2 ; sys_platform == "win32" and platform_release >= "5.0"\n')
+    assert result.ok and result.not_for_image == 1
+
+
+def test_check_error_never_quotes_a_line_that_is_not_a_requirement(check):
+    with pytest.raises(ConfigError) as raised:
+        check("AWS_SECRET_ACCESS_KEY=SECRETPART/xyz+abc\n")
+    assert "SECRETPART" not in str(raised.value)
+
+
+def test_check_url_userinfo_with_at_signs_and_token_params_are_masked(check):
+    (notice,) = check("pkg @ https://user:p@ss-SECRETPART@host.invalid/pkg.whl?token=SECRETPART2\n").notices
+    assert "SECRETPART" not in str(notice) and "https://***@host.invalid" in str(notice)

@@ -93,3 +93,14 @@ def test_experiment_file_with_duplicate_grid_key_names_both_lines(tmp_path: Path
     path.write_text("name: sweep\ngrid:\n  lr: [0.1]\n  lr: [0.2]\njobs: []\n")
     with pytest.raises(ConfigError, match="line 3"):
         load_experiment(path)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("requirements", "/etc/passwd"), ("requirements", "../.env"), ("requirements", "sidecar/../../.env"),
+    ("context", ".."), ("constraints", "~/constraints.txt"), ("requirements", "C:/x.txt"),
+    ("requirements", "sidecar\\requirements.txt"),
+])
+def test_sidecar_paths_stay_inside_the_project(raw_config, key, value):
+    raw_config["tpuplane:pathways"] = {"name": "pw", "tpuPool": "big", "jaxVersion": "0.9.0",
+                                       "sidecar": {"jaxVersion": "0.9.0", key: value}}
+    assert f"tpuplane:pathways.sidecar.{key}" in problem_paths(raw_config)

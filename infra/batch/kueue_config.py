@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import Field
 
 from tpuplane.infra.errors import Problem
@@ -84,7 +84,7 @@ def _version_problems(path: str, given: str, minimum: Version, chart: str) -> li
         return [Problem(path, given, "a chart version without a leading 'v'", f"write {given[1:]}")]
     try:
         parsed = Version(given)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a release part too long to read as a number
         return [Problem(path, given, "a version such as 0.19.2", hint)]
     if parsed < minimum:
         return [Problem(path, given, f"at least {minimum}", hint)]

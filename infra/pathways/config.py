@@ -21,10 +21,11 @@ Server and proxy images derive from one version, so the two can never skew.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import Field
 
 from tpuplane.infra.fleet.catalog import TpuSpec
@@ -213,7 +214,7 @@ def _image_problems(pw: PathwaysConfig) -> list[Problem]:
 def _version_problems(path: str, version: str) -> list[Problem]:
     try:
         Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a release part too long to read as a number
         return [Problem(path, version, "a JAX release version such as 0.9.0")]
     return []
 
@@ -251,8 +252,27 @@ def _sidecar_problems(pw: PathwaysConfig) -> list[Problem]:
     return [*problems, *problems_of(lambda: base_image_for(version, path=f"{path}.jaxVersion"))]
 
 
+def _project_path_problems(sidecar: SidecarConfig) -> list[Problem]:
+    """Paths stay inside the project: a stack config must not make a plan read (and quote) files elsewhere."""
+    problems = []
+    for key, value in (("requirements", sidecar.requirements), ("context", sidecar.context),
+                       ("constraints", sidecar.constraints)):
+        if value is None:
+            continue
+        normal = posixpath.normpath(value)
+        if posixpath.isabs(value) or "\\" in value or normal == ".." or normal.startswith("../") \
+                or re.match(r"^[A-Za-z]:", value) or value.startswith("~"):
+            problems.append(Problem(f"{PATH}.sidecar.{key}", value, "a path inside the project, relative to the "
+                                    "folder of Pulumi.yaml, with '/' separators",
+                                    "keep the sidecar's files in the repository, e.g. sidecar/requirements.txt"))
+    return problems
+
+
 def _sidecar_context_problems(sidecar: SidecarConfig) -> list[Problem]:
     """The build installs the requirements from inside its context: a file outside it never reaches the build."""
+    outside_project = _project_path_problems(sidecar)
+    if outside_project:
+        return outside_project
     requirements, context = sidecar.requirements_path, sidecar.context_path
     outside = posixpath.isabs(requirements) != posixpath.isabs(context)
     if outside or posixpath.relpath(requirements, context).partition("/")[0] in ("..", "."):

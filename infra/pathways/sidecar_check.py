@@ -28,10 +28,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging._parser import Variable
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import Specifier
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.review.redaction import redact_text as redact
@@ -55,6 +57,10 @@ LOCK_STEP_PACKAGES = ("jax", "jaxlib")
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 # pip's environment variables: `${NAME}` with uppercase letters, digits and `_` only.
 _ENV_VAR = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)\}")
+# Deeper -r/-c chains than this are refused (pip has no limit, but a chain this long is a mistake).
+MAX_INCLUDE_DEPTH = 32
+# A version part longer than this is no real release, and Python refuses to convert very long digit strings.
+_HUGE_NUMBER = re.compile(r"[0-9]{19,}")
 # Per-requirement options that say nothing about versions.
 _PER_REQUIREMENT_OPTIONS = re.compile(r"\s+--(?:hash|config-settings|global-option)\b.*$")
 _OPTION = re.compile(
@@ -73,6 +79,8 @@ _REQUIREMENT_OPTIONS = frozenset({"-r", "--requirement"})
 _CONSTRAINT_OPTIONS = frozenset({"-c", "--constraint"})
 _EDITABLE_OPTIONS = frozenset({"-e", "--editable"})
 _ALLOWED_LINE = "a PEP 508 requirement, -r/-c FILE, -e TARGET, or a pip index option"
+# What an error shows of a line that is not a requirement: the file may not be one (an .env, a key), so never its text.
+_NOT_SHOWN = "a line that is not a requirement (not shown: the file may hold secrets)"
 
 
 def image_environment(python_version: str) -> dict[str, str]:
@@ -114,8 +122,39 @@ class Entry:
         return canonicalize_name(self.requirement.name)
 
     def applies_to(self, environment: dict[str, str]) -> bool:
+        """False only when the marker is false whatever the values the image's environment leaves unknown."""
         marker = self.requirement.marker
-        return marker is None or marker.evaluate(environment)
+        if marker is None:
+            return True
+        try:
+            return _evaluate(marker._markers, environment) is not False  # packaging's parsed marker tree
+        except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker, ValueError) as error:
+            raise ConfigError.at(str(self.origin), self.text, "a marker whose comparisons are defined",
+                                 redact(str(error).splitlines()[0])[:200]) from None
+
+
+# Marker variables whose value in the image is not known offline (the kernel the build runs on): a comparison
+# with them may be true or false, so a requirement is skipped only when the rest of its marker rules it out.
+_UNKNOWN_MARKER_VARIABLES = frozenset({"platform_release", "platform_version"})
+
+
+def _evaluate(items: list, environment: dict[str, str]) -> bool | None:
+    """Three-valued marker evaluation (None: unknown); `and` binds tighter than `or`, as in PEP 508."""
+    groups: list[list[bool | None]] = [[]]
+    for item in items:
+        if item == "or":
+            groups.append([])
+        elif item != "and":
+            groups[-1].append(_evaluate(item, environment) if isinstance(item, list) else _atom(item, environment))
+    results = [False if False in group else None if None in group else True for group in groups]
+    return True if True in results else None if None in results else False
+
+
+def _atom(item: tuple, environment: dict[str, str]) -> bool | None:
+    lhs, op, rhs = item
+    if any(isinstance(side, Variable) and side.value in _UNKNOWN_MARKER_VARIABLES for side in (lhs, rhs)):
+        return None
+    return Marker(f"{lhs.serialize()} {op.serialize()} {rhs.serialize()}").evaluate(environment)
 
 
 @dataclass(frozen=True)
@@ -167,6 +206,9 @@ class _Reader:
         self._done: set[tuple[Path, bool]] = set()
 
     def read(self, path: Path, *, as_constraint: bool, chain: tuple[Path, ...]) -> None:
+        if len(chain) >= MAX_INCLUDE_DEPTH:
+            raise ConfigError.at(str(path), f"{len(chain)} nested -r/-c includes", f"at most {MAX_INCLUDE_DEPTH}",
+                                 "include the files from one top-level file instead of a chain")
         key = path.resolve()
         if key in chain:
             cycle = " -> ".join(str(p) for p in (*chain[chain.index(key) :], key))
@@ -220,6 +262,8 @@ class _Reader:
             reason = "a URL, VCS or local-path requirement has no version to compare"
             self.result.notices.append(Notice(origin, shown, reason))
             return
+        if _HUGE_NUMBER.search(text):
+            raise ConfigError.at(str(origin), _NOT_SHOWN, "version numbers whose parts have at most 18 digits")
         try:
             requirement = Requirement(text)
         except InvalidRequirement as error:
@@ -228,7 +272,7 @@ class _Reader:
             if unset:
                 names = ", ".join("${" + name + "}" for name in unset)
                 hint = f"{names} is not set (or empty) here, and pip leaves it as written: {hint}"
-            raise ConfigError.at(str(origin), shown, _ALLOWED_LINE, hint) from None
+            raise ConfigError.at(str(origin), _NOT_SHOWN, _ALLOWED_LINE, hint) from None
         if requirement.url:
             self.result.notices.append(Notice(origin, shown, "a URL requirement has no version to compare"))
             return
@@ -250,7 +294,8 @@ class _Reader:
         elif option in _EDITABLE_OPTIONS:
             self.result.notices.append(Notice(origin, shown, "an editable install has no version to compare"))
         elif option not in _INDEX_OPTIONS:
-            raise ConfigError.at(str(origin), shown, _ALLOWED_LINE, "pip rejects unknown options in requirement files")
+            raise ConfigError.at(str(origin), option or _NOT_SHOWN, _ALLOWED_LINE,
+                                 "pip rejects unknown options in requirement files")
 
 
 def _logical_lines(text: str) -> Iterator[_Line]:
@@ -426,7 +471,7 @@ def _lock_step_conflicts(pins: Pins, jax: Version, source: str) -> list[Conflict
 def _jax_version(jax_version: str, source: str) -> Version:
     try:
         return Version(jax_version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a release part too long for Python to read as a number
         raise ConfigError.at(source, jax_version, "a PEP 440 version such as 0.10.0") from None
 
 
@@ -484,7 +529,7 @@ def _exact_version(specifier: Specifier) -> Version | None:
         return None
     try:
         return Version(specifier.version)
-    except InvalidVersion:  # `===` takes any string
+    except ValueError:  # `===` takes any string
         return None
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from tpuplane.infra.errors import ConfigError, Problem
 
@@ -110,7 +110,7 @@ def base_image_for(jax_version: str, *, path: str = "sidecar.jaxVersion", extra:
     allowed = "one of " + ", ".join(known_jax_versions(extra))
     try:
         wanted = Version(jax_version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a release part too long to read as a number
         raise ConfigError.at(path, jax_version, allowed, "give a JAX release version such as 0.10.0") from None
     matches = [image for image in known_base_images(extra) if Version(image.jax_version) == wanted]
     if not matches:
