@@ -1,12 +1,12 @@
-# Two entry points, each sets up the virtualenv on first use (Python >= 3.11, pip, make).
+# Two entry points, each sets up what it needs on first use (Python >= 3.11, pip, make).
 #   make plan   - the offline plan of the dev stack (no credentials, no Pulumi CLI)
-#   make test   - the test suite
+#   make test   - the test suite (also installs Debian's Chromium for the HTML report test, when run as root)
 VENV   ?= .venv
 PYTHON ?= python3
 STACK  ?= dev
 BIN    := $(VENV)/bin
 
-.PHONY: plan test bench setup
+.PHONY: plan test bench setup browser
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -15,11 +15,18 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# The HTML report is checked in a real browser: Debian's chromium, installed once (apt needs root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium not found: install Debian's chromium package to run the HTML report test"; fi; }
+
 plan: $(VENV)/.installed
 	$(BIN)/tpuplane plan --stack $(STACK)
 
-test: $(VENV)/.installed
-	$(BIN)/pytest -q
+test: $(VENV)/.installed browser
+	$(BIN)/pytest -q -n 2
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scale.py
