@@ -36,7 +36,14 @@ def test_offline_runner_tuned_plan_is_byte_identical_to_stock_sdk(stack, monkeyp
 def test_offline_runner_restores_sdk_and_collector_after_a_plan():
     stack_trace, threshold = sdk_resource._get_stack_trace, gc.get_threshold()
     plan_json("dev")
-    assert (sdk_resource._get_stack_trace, gc.get_threshold()) == (stack_trace, threshold)
+    assert (sdk_resource._get_stack_trace, gc.get_threshold(), gc.isenabled()) == (stack_trace, threshold, True)
+
+
+def test_offline_runner_keeps_nothing_out_of_the_collector_between_plans():
+    """Many plans in one process (tests, fuzzing) must not pin earlier plans' objects in memory."""
+    frozen = gc.get_freeze_count()
+    plan_json("dev")
+    assert gc.get_freeze_count() == frozen
 
 
 def test_offline_runner_restores_sdk_when_the_program_fails():
