@@ -62,7 +62,8 @@ def read_stack_file(path: Path, project: str) -> dict[str, Any]:
     doc = read_yaml_file(path, str(path), "Pulumi.<stack>.yaml file") or {}
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict):
-        raise ConfigError.at(f"{path}:config", config, "a mapping of config keys", "see stacks/Pulumi.dev.yaml")
+        given = config if isinstance(doc, dict) else f"a {type(doc).__name__} document"
+        raise ConfigError.at(f"{path}:config", given, "a mapping of config keys", "see stacks/Pulumi.dev.yaml")
     return {key if ":" in key else f"{project}:{key}": value for key, value in config.items()}
 
 
@@ -123,7 +124,7 @@ def plan_command(
     production: bool = typer.Option(False, "--production", help="With --policy: treat the stack as production."),
 ) -> None:
     """Print every resource the stack would create, offline, by running the real program under mocks."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, emoji=False)  # `tpuplane:x:` in a message is a key, not an emoji code
     try:
         project = PulumiProject.find(project_dir.resolve())
         path = config or stack_file(project, stack or "dev")

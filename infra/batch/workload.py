@@ -96,8 +96,8 @@ class TpuJob(ConfigModel):
     machine_type: str | None = None
     slices: int = Field(1, ge=1)
     capacity: str = "on-demand"
-    image: str
-    command: str
+    image: str = Field(pattern=r"^\S+$")  # a blank image or command renders pods that can never start
+    command: str = Field(pattern=r"\S")
     args: list[str] = []  # appended to the command, shell-quoted (experiments put trial parameters here)
     env: dict[str, str] = {}
 

@@ -1,0 +1,198 @@
+"""Every command against a corpus of bad input: exit status 2, one message on stderr, no traceback, nothing on
+stdout. Bad input is the user's mistake (or an attacker's file), never a crash."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import REPO, STACKS
+from tpuplane.cli.main import app
+
+GOOD_STACK = (STACKS / "Pulumi.dev.yaml").read_text()
+GOOD_PATHWAYS = (STACKS / "Pulumi.pathways.yaml").read_text()
+JOB = "jobs:\n- tpuType: v6e-16\n  image: img:1\n  command: python train.py\n"
+
+
+def alias_bomb() -> str:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in "bcdefghi":
+        lines.append(f"{level}: &{level} [" + ",".join([f"*{chr(ord(level) - 1)}"] * 9) + "]")
+    return GOOD_STACK + "  kubernetes:bomb:\n" + "".join(f"    {line}\n" for line in lines)
+
+
+def stack_with(old: str, new: str, base: str = GOOD_STACK) -> str:
+    assert old in base, old
+    return base.replace(old, new, 1)
+
+
+def nested_json(depth: int) -> str:
+    return '{"project": "p", "stack": "s", "resources": [], "x": ' + "[" * depth + "]" * depth + "}"
+
+
+def include_chain(folder: Path, length: int) -> Path:
+    for i in range(length):
+        (folder / f"r{i}.txt").write_text(f"-r r{i + 1}.txt\n")
+    (folder / f"r{length}.txt").write_text("numpy\n")
+    return folder / "r0.txt"
+
+
+# Each case: the file(s) to write (name -> text, or a callable of the folder), and the command line; `{f}` is the
+# folder the files are in. Stack configs are run with --project-dir REPO so the real program plans them.
+Files = dict[str, "str | bytes | Callable[[Path], object]"]
+CASES: dict[str, tuple[Files, list[str]]] = {
+    # --- catalog
+    "catalog unknown type": ({}, ["catalog", "v99-16"]),
+    "catalog unicode digits": ({}, ["catalog", "v6e-١٦"]),
+    # --- plan: the file itself
+    "plan missing config": ({}, ["plan", "--config", "{f}/Pulumi.none.yaml"]),
+    "plan config is a folder": ({}, ["plan", "--config", "{f}"]),
+    "plan config /dev/zero": ({}, ["plan", "--config", "/dev/zero"]),
+    "plan config binary": ({"Pulumi.bin.yaml": b"\xff\xfe\x00garbage"}, ["plan", "--config", "{f}/Pulumi.bin.yaml"]),
+    "plan config empty": ({"Pulumi.e.yaml": ""}, ["plan", "--config", "{f}/Pulumi.e.yaml"]),
+    "plan config a list": ({"Pulumi.l.yaml": "- a\n- b\n"}, ["plan", "--config", "{f}/Pulumi.l.yaml"]),
+    "plan invalid yaml": ({"Pulumi.x.yaml": "config: [\n"}, ["plan", "--config", "{f}/Pulumi.x.yaml"]),
+    "plan duplicate cluster": ({"Pulumi.d.yaml": stack_with("config:\n", "config:\n  tpuplane:cluster: {}\n")},
+                               ["plan", "--config", "{f}/Pulumi.d.yaml"]),
+    "plan non-string key": ({"Pulumi.k.yaml": stack_with("config:\n", "config:\n  1: x\n")},
+                            ["plan", "--config", "{f}/Pulumi.k.yaml"]),
+    "plan binary tag": ({"Pulumi.b.yaml": stack_with("config:\n", "config:\n  tpuplane:x: !!binary aGk=\n")},
+                        ["plan", "--config", "{f}/Pulumi.b.yaml"]),
+    "plan set tag": ({"Pulumi.s.yaml": stack_with("config:\n", "config:\n  tpuplane:x: !!set {a, b}\n")},
+                     ["plan", "--config", "{f}/Pulumi.s.yaml"]),
+    "plan timestamp value": ({"Pulumi.t.yaml": stack_with("zone: us-east5-b", "zone: 2024-01-01")},
+                                 ["plan", "--config", "{f}/Pulumi.t.yaml"]),
+    "plan alias bomb": ({"Pulumi.bomb.yaml": alias_bomb()}, ["plan", "--config", "{f}/Pulumi.bomb.yaml"]),
+    "plan huge integer": ({"Pulumi.h.yaml": stack_with("config:\n", "config:\n  tpuplane:x: " + "9" * 5000 + "\n")},
+                          ["plan", "--config", "{f}/Pulumi.h.yaml"]),
+    # --- plan: the values
+    "plan unicode region": ({"Pulumi.r.yaml": stack_with("gcp:region: us-east5", "gcp:region: us-east٥")},
+                            ["plan", "--config", "{f}/Pulumi.r.yaml"]),
+    "plan cpu nodes boolean": ({"Pulumi.c.yaml": stack_with("    name: fleet-dev\n",
+                                                            "    name: fleet-dev\n    cpuPool: {maxNodes: true}\n")},
+                               ["plan", "--config", "{f}/Pulumi.c.yaml"]),
+    "plan slices 10^30": ({"Pulumi.n.yaml": stack_with("slices: 2", "slices: " + "1" + "0" * 30)},
+                          ["plan", "--config", "{f}/Pulumi.n.yaml"]),
+    "plan malformed cidr": ({"Pulumi.m.yaml": stack_with("cidr: 203.0.113.0/24", "cidr: 0.0.0.0/00")},
+                            ["plan", "--config", "{f}/Pulumi.m.yaml"]),
+    "plan cidr out of range": ({"Pulumi.m.yaml": stack_with("cidr: 203.0.113.0/24", "cidr: 999.999.999.999/99")},
+                               ["plan", "--config", "{f}/Pulumi.m.yaml"]),
+    "plan borrowing limit inf": ({"Pulumi.i.yaml": stack_with("config:\n", "config:\n  tpuplane:kueue: {teams: [{name: "
+                                                              "a, share: 1.0, borrowingLimit: .inf}]}\n")},
+                                 ["plan", "--config", "{f}/Pulumi.i.yaml"]),
+    "plan share as boolean": ({"Pulumi.sh.yaml": stack_with("config:\n", "config:\n  tpuplane:kueue: {teams: [{name: "
+                                                            "a, share: true}]}\n")},
+                              ["plan", "--config", "{f}/Pulumi.sh.yaml"]),
+    "plan requirements outside project": ({"Pulumi.p.yaml": stack_with(
+        "      requirements: sidecar/requirements.txt", "      requirements: ../.env", GOOD_PATHWAYS)},
+        ["plan", "--config", "{f}/Pulumi.p.yaml"]),
+    # --- diff
+    "diff missing file": ({}, ["diff", "{f}/a.json", "{f}/b.json"]),
+    "diff not json": ({"a.json": "{not json", "b.json": "{}"}, ["diff", "{f}/a.json", "{f}/b.json"]),
+    "diff binary": ({"a.json": b"\xff\xfe", "b.json": "{}"}, ["diff", "{f}/a.json", "{f}/b.json"]),
+    "diff deeply nested": ({"a.json": nested_json(100_000), "b.json": nested_json(1)},
+                           ["diff", "{f}/a.json", "{f}/b.json"]),
+    "diff nan": ({"a.json": '{"project": "p", "stack": "s", "resources": [], "x": NaN}', "b.json": "{}"},
+                 ["diff", "{f}/a.json", "{f}/b.json"]),
+    "diff wrong shape": ({"a.json": json.dumps([1, 2]), "b.json": json.dumps({"resources": 1})},
+                         ["diff", "{f}/a.json", "{f}/b.json"]),
+    # --- sidecar check
+    "sidecar check missing file": ({}, ["sidecar", "check", "-r", "{f}/none.txt", "--jax-version", "0.10.0"]),
+    "sidecar check undefined marker": ({"r.txt": 'numpy ; python_version ~= "abc"\n'},
+                                       ["sidecar", "check", "-r", "{f}/r.txt", "--jax-version", "0.10.0"]),
+    "sidecar check include chain": ({"chain": lambda folder: include_chain(folder, 600)},
+                                    ["sidecar", "check", "-r", "{f}/r0.txt", "--jax-version", "0.10.0"]),
+    "sidecar check huge version": ({"r.txt": "numpy==" + "1" * 5000 + "\n"},
+                                   ["sidecar", "check", "-r", "{f}/r.txt", "--jax-version", "0.10.0"]),
+    "sidecar check secret file": ({"r.txt": "AWS_SECRET_ACCESS_KEY=SECRETVALUE42/def\n"},
+                                  ["sidecar", "check", "-r", "{f}/r.txt", "--jax-version", "0.10.0"]),
+    "sidecar check bad jax version": ({}, ["sidecar", "check", "--jax-version", "0." + "1" * 5000]),
+    # --- workload render
+    "workload bad namespace": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command", "x",
+                                    "--namespace", "Bad NS!"]),
+    "workload bad queue": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command", "x",
+                                "--queue", "bad queue!"]),
+    "workload too many slices": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command",
+                                      "x", "--slices", "3000000000"]),
+    "workload empty image": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "", "--command", "x"]),
+    "workload empty command": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command", ""]),
+    "workload unknown tpu": ({}, ["workload", "render", "--tpu-type", "v99-1", "--image", "i:1", "--command", "x"]),
+    "workload env without value": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command",
+                                        "x", "--env", "NOVALUE"]),
+    "workload bad stack file": ({"Pulumi.d.yaml": "config:\n  a: 1\n  a: 2\n"},
+                                ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command", "x",
+                                 "--config", "{f}/Pulumi.d.yaml"]),
+    # --- experiment render
+    "experiment missing file": ({}, ["experiment", "render", "{f}/none.yaml"]),
+    "experiment duplicate grid key": ({"e.yaml": "name: s\ngrid:\n  lr: [1]\n  lr: [2]\n" + JOB},
+                                      ["experiment", "render", "{f}/e.yaml"]),
+    "experiment million trials": ({"e.yaml": "name: s\ngrid:\n" + "".join(f"  p{i}: [{', '.join(map(str, range(10)))}]\n"
+                                                                          for i in range(6)) + JOB},
+                                  ["experiment", "render", "{f}/e.yaml"]),
+    "experiment bad namespace": ({"e.yaml": 'name: s\nnamespace: "Bad NS!"\n' + JOB},
+                                 ["experiment", "render", "{f}/e.yaml"]),
+    "experiment share as string": ({"e.yaml": "name: s\nmaxRestarts: '3'\n" + JOB},
+                                   ["experiment", "render", "{f}/e.yaml"]),
+    "experiment not a mapping": ({"e.yaml": "[1, 2]\n"}, ["experiment", "render", "{f}/e.yaml"]),
+}
+
+
+def write_files(folder: Path, files: Files) -> None:
+    for name, content in files.items():
+        if callable(content):
+            content(folder)
+        elif isinstance(content, bytes):
+            (folder / name).write_bytes(content)
+        else:
+            (folder / name).write_text(content)
+
+
+def run_case(tmp_path: Path, files: Files, args: list[str], env: dict[str, str] | None = None):
+    write_files(tmp_path, files)
+    argv = [arg.replace("{f}", str(tmp_path)) for arg in args]
+    if argv[0] == "plan":
+        argv[1:1] = ["--project-dir", str(REPO)]
+    return CliRunner().invoke(app, argv, env={k: v.replace("{f}", str(tmp_path)) for k, v in (env or {}).items()})
+
+
+def assert_refused(result) -> None:
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.strip() and "Traceback" not in result.stderr
+    assert "SECRETVALUE42" not in result.stderr
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cli_bad_input_exits_2_with_one_message_and_no_traceback(tmp_path, monkeypatch, case):
+    monkeypatch.chdir(REPO)  # sidecar check's defaults are relative to the repository
+    assert_refused(run_case(tmp_path, *CASES[case]))
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: SECRETVALUE42}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+"""
+_RUNTIME = pytest.mark.xfail(strict=True, reason="cli/janitor.py and cli/sidecar_run.py belong to the runtime "
+                                                 "engineer (issue 10): drop this mark when they exit 2 cleanly")
+RUNTIME_CASES = {
+    "janitor without kubeconfig": ({}, ["janitor", "--dry-run"], {"KUBECONFIG": "{f}/none"}),
+    "janitor malformed kubeconfig": ({"kc": "garbage: [\n"}, ["janitor", "--dry-run"], {"KUBECONFIG": "{f}/kc"}),
+    "janitor unknown context": ({"kc": KUBECONFIG}, ["janitor", "--dry-run", "--context", "nope"],
+                                {"KUBECONFIG": "{f}/kc"}),
+    "sidecar run unknown module": ({}, ["sidecar", "run", "tpuplane_no_such_module:f"], {}),
+    "sidecar run not a target": ({}, ["sidecar", "run", "notatarget"], {}),
+}
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, marks=_RUNTIME) for case in sorted(RUNTIME_CASES)])
+def test_cli_bad_input_runtime_commands_exit_2_without_traceback(tmp_path, case):
+    assert_refused(run_case(tmp_path, *RUNTIME_CASES[case]))
