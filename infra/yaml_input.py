@@ -167,8 +167,9 @@ def load_yaml(text: str, source: str) -> Any:
     if len(text) > MAX_YAML_BYTES:
         raise ConfigError.at(source, f"{len(text)} characters", f"at most {MAX_YAML_BYTES} bytes",
                              "is it the right file?")
-    composer = _Composer(text)
+    composer = None
     try:
+        composer = _Composer(text)  # the reader refuses control characters at once
         node = composer.get_single_node()
     except yaml.MarkedYAMLError as exc:
         where = f"{source}:{exc.problem_mark.line + 1}" if exc.problem_mark else source
@@ -176,7 +177,8 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         raise ConfigError.at(source, "invalid YAML", "a YAML document", str(exc).splitlines()[0]) from None
     finally:
-        composer.dispose()
+        if composer is not None:
+            composer.dispose()
     return None if node is None else _Builder(source).build(node)
 
 

@@ -144,3 +144,9 @@ def test_policy_messages_name_token_in_resource_name_without_showing_it():
     violations = check_plan(plan_doc(res))
     assert any(v.policy == "no-plaintext-secrets" for v in violations)
     assert all("SECRETPART" not in str(v) for v in violations)
+
+
+def test_diff_never_shows_a_token_in_a_resource_name():
+    token = "ghp_SECRETPARTabcdefghij0123456789AB"
+    diff = diff_plan_dicts(plan_doc(), plan_doc(resource(CONFIG_MAP, token, {"apiVersion": "v1"})))
+    assert all("SECRETPART" not in render(diff, fmt) for fmt in ReportFormat)

@@ -430,7 +430,7 @@ def diff_plans(base: Plan, head: Plan) -> PlanDiff:
             action = Action.REPLACE if any(p.replaces for p in props) else Action.UPDATE
         resource = new or old
         assert resource is not None
-        changes.append(ResourceChange(urn, resource.type, resource.name, action, props))
+        changes.append(ResourceChange(redact_text(urn), resource.type, redact_text(resource.name), action, props))
         tally.record(_tpu(old), _tpu(new), recreated=action is Action.REPLACE)
     return PlanDiff((base.project, base.stack), (head.project, head.stack), tuple(changes), tally.impacts())
 

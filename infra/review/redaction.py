@@ -52,9 +52,10 @@ _CREDENTIAL_PARAM = re.compile(
     r"(?P<name>[?&;](?:[A-Za-z0-9_.-]*(?:token|secret|password|passwd|signature|credential|api[_-]?key|apikey)"
     r"[A-Za-z0-9_.-]*|key|sig|auth|code)=)(?P<value>[^&#\s\"']+)", re.IGNORECASE)
 # `--password=x`, `--password x`, `DB_PASSWORD=x`, `token: x`, `"password": "x"`: a secret-named key, then a value.
+# The value is a lookahead, so scanning goes on inside it (`a=--password=x` still finds the password).
 _ASSIGNMENT = re.compile(
     r"(?P<key>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>\"?[ \t]*[=:][ \t]*\"?|[ \t]+)"
-    r"(?P<value>[^\s\"',;&]+)")
+    r"(?=(?P<value>[^\s\"',;&]+))")
 
 
 def is_secret_key(key: str) -> bool:
@@ -88,11 +89,17 @@ def _mask_userinfo(match: re.Match[str]) -> str:
     return match[0] if match["userinfo"] == "git" else f"{match['scheme']}{MASK}@"
 
 
-def _mask_assignment(match: re.Match[str]) -> str:
-    key, sep = match["key"], match["sep"]
-    if not is_secret_key(key) or (sep.isspace() and not key.startswith("-")) or match["value"] == MASK:
-        return match[0]
-    return f"{key}{sep}{MASK}"
+def _mask_assignments(text: str) -> str:
+    """The value after every secret-named key (`KEY=`, `KEY:`, or a `--flag` followed by a space) masked."""
+    spans = [match.span("value") for match in _ASSIGNMENT.finditer(text)
+             if is_secret_key(match["key"]) and (not match["sep"].isspace() or match["key"].startswith("-"))
+             and match["value"] != MASK]
+    out, last = [], 0
+    for start, end in spans:
+        if start >= last:
+            out += [text[last:start], MASK]
+            last = end
+    return "".join([*out, text[last:]])
 
 
 def redact_text(text: str) -> str:
@@ -103,7 +110,7 @@ def redact_text(text: str) -> str:
     text = _USERINFO.sub(_mask_userinfo, text)
     text = _CREDENTIAL_PARAM.sub(lambda m: f"{m['name']}{MASK}", text)
     text = _TOKEN.sub(MASK, text)
-    return _ASSIGNMENT.sub(_mask_assignment, text)
+    return _mask_assignments(text)
 
 
 def _is_secret_entry(value: Mapping[str, Any]) -> bool:
