@@ -18,7 +18,7 @@ def _parse(key: str, value: Any) -> Any:
     if key.startswith("tpuplane:") and isinstance(value, str):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON (a plain string), or an integer too long to read: the schema reports it
             return value
     return value
 
