@@ -23,7 +23,6 @@ from tpuplane.infra.config import Capacity, StackConfig, config_path, load_stack
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.experiments import load_experiment, render_experiment
 from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
-from tpuplane.infra.k8s_validation import manifest_errors
 
 EXIT_BAD_INPUT = 2
 
@@ -45,10 +44,20 @@ def _stack_config(stack: Optional[str], config: Optional[Path], project_dir: Pat
     return load_stack_config(read_stack_file(path, project.name))
 
 
+def _manifest_errors(objects: list[dict[str, Any]]) -> list[str]:
+    """The project's own manifest checks; they need the infra extra, and say so when it is missing."""
+    try:
+        from tpuplane.infra.k8s_validation import manifest_errors  # jsonschema, kubernetes-validate: infra extra
+    except ImportError:
+        Console(stderr=True).print("note: manifests not checked against the API schemas: install tpuplane[infra]",
+                                   highlight=False)
+        return []
+    return [error for obj in objects for error in manifest_errors(obj)]
+
+
 def _print_yaml(objects: list[dict[str, Any]], checked: list[dict[str, Any]] | None = None) -> None:
-    """Print only what the API server would accept: the project's own manifest checks run first (on `checked`,
-    default all)."""
-    errors = [error for obj in (objects if checked is None else checked) for error in manifest_errors(obj)]
+    """Print only what the API server would accept: the manifest checks run first (on `checked`, default all)."""
+    errors = _manifest_errors(objects if checked is None else checked)
     if errors:
         raise ConfigError([Problem("rendered JobSet", error, "a manifest the API server accepts",
                                    "fix the option or field the message names") for error in errors])
