@@ -147,7 +147,7 @@ def row(label: str, samples: list[tuple], target: float | None, index: int = 0, 
     bare = [b[index] for _, b in samples]
     ratios = [p / b for p, b in zip(plan, bare)]
     med = statistics.median(ratios)
-    return (f"{label:<44} {statistics.median(plan):>8.2f}{unit} {statistics.median(bare):>8.2f}{unit} "
+    return (f"{label:<50} {statistics.median(plan):>8.2f}{unit} {statistics.median(bare):>8.2f}{unit} "
             f"{med:>6.2f}x  ({min(ratios):.2f}-{max(ratios):.2f})  "
             + ("reference" if target is None else f"target <= {target}x {'ok' if med <= target else 'MISSED'}"))
 
@@ -173,7 +173,7 @@ def main() -> None:
     inproc = pairs(me + ["inproc-plan", str(n)], me + ["inproc-bare", str(n)], args.repeat, inproc=True)
     same_tuning = pairs(me + ["inproc-plan", str(n)], me + ["inproc-bare-tuned", str(n)], args.repeat, inproc=True)
 
-    print(f"{'':<44} {'tpuplane':>9} {'bare':>9} {'ratio':>7}  (min-max), {args.repeat} alternating pairs")
+    print(f"{'':<50} {'tpuplane':>9} {'bare':>9} {'ratio':>7}  (min-max), {args.repeat} alternating pairs")
     print(row("plan --stack dev vs 32 pools, whole process", dev, TARGETS["dev"]))
     print(row(f"{n} slices vs {n} pools, whole process", whole, TARGETS["whole"]))
     print(row(f"{n} slices vs {n} pools, in process (warm)", inproc, TARGETS["inproc"]))

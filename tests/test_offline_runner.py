@@ -63,11 +63,23 @@ def test_pulumi_tuning_installed_sdk_is_a_checked_one():
     assert sdk_resource._get_stack_trace().__class__ is pulumi_tuning._empty_stack_trace().__class__
 
 
-def test_pulumi_tuning_unchecked_sdk_fails_loudly(monkeypatch):
+@pytest.fixture
+def unchecked_sdk(monkeypatch):
     monkeypatch.setattr(pulumi_tuning.metadata, "version", lambda name: "3.999.0")
+    pulumi_tuning.sdk_is_checked.cache_clear()
+    yield
+    pulumi_tuning.sdk_is_checked.cache_clear()
+
+
+def test_pulumi_tuning_unchecked_sdk_fails_the_check_loudly(unchecked_sdk):
     with pytest.raises(pulumi_tuning.UncheckedPulumiSdk, match="pulumi 3.999.0 is installed"):
-        with pulumi_tuning.tuned_runtime():
-            pass
+        pulumi_tuning.check_sdk()
+
+
+def test_pulumi_tuning_unchecked_sdk_keeps_the_sdk_internals(unchecked_sdk):
+    """A newer SDK still plans, with its own stack traces: nothing it does is replaced unread."""
+    with pulumi_tuning.tuned_runtime():
+        assert sdk_resource._get_stack_trace is not pulumi_tuning._empty_stack_trace
 
 
 def test_offline_runner_dev_plan_loads_no_unused_provider_module():
