@@ -110,6 +110,9 @@ CASES: dict[str, tuple[Files, list[str]]] = {
                                    ["sidecar", "check", "-r", "{f}/r.txt", "--jax-version", "0.10.0"]),
     "sidecar check secret file": ({"r.txt": "AWS_SECRET_ACCESS_KEY=SECRETVALUE42/def\n"},
                                   ["sidecar", "check", "-r", "{f}/r.txt", "--jax-version", "0.10.0"]),
+    "sidecar check /dev/zero": ({}, ["sidecar", "check", "-r", "/dev/zero", "--jax-version", "0.10.0"]),
+    "sidecar check binary file": ({"r.txt": b"\xff\xfe\x00"}, ["sidecar", "check", "-r", "{f}/r.txt", "--jax-version",
+                                                              "0.10.0"]),
     "sidecar check bad jax version": ({}, ["sidecar", "check", "--jax-version", "0." + "1" * 5000]),
     # --- workload render
     "workload bad namespace": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command", "x",

@@ -59,6 +59,7 @@ _COMMENT = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)\}")
 # Deeper -r/-c chains than this are refused (pip has no limit, but a chain this long is a mistake).
 MAX_INCLUDE_DEPTH = 32
+MAX_REQUIREMENT_FILE_BYTES = 1 << 20
 # A version part longer than this is no real release, and Python refuses to convert very long digit strings.
 _HUGE_NUMBER = re.compile(r"[0-9]{19,}")
 # Per-requirement options that say nothing about versions.
@@ -218,11 +219,16 @@ class _Reader:
         if (key, as_constraint) in self._done:  # a diamond include adds nothing new
             return
         try:
-            text = path.read_bytes().decode("utf-8-sig")  # pip drops a byte-order mark
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_REQUIREMENT_FILE_BYTES + 1)  # bounded: `-r /dev/zero` is refused, not read
+            text = data.decode("utf-8-sig")  # pip drops a byte-order mark
         except (OSError, UnicodeDecodeError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
+            reason = getattr(error, "strerror", None) or type(error).__name__
             hint = "check the path; -r/-c paths are relative to the file that includes them"
             raise ConfigError.at(str(path), reason, "a readable UTF-8 file", hint) from None
+        if len(data) > MAX_REQUIREMENT_FILE_BYTES:
+            raise ConfigError.at(str(path), f"more than {MAX_REQUIREMENT_FILE_BYTES} bytes",
+                                 "a requirement file of at most 1 MiB", "is it the right file?")
         if path not in self.result.files:
             self.result.files.append(path)
         for line in _logical_lines(text):
