@@ -90,6 +90,10 @@ CASES: dict[str, tuple[Files, list[str]]] = {
     "plan requirements outside project": ({"Pulumi.p.yaml": stack_with(
         "      requirements: sidecar/requirements.txt", "      requirements: ../.env", GOOD_PATHWAYS)},
         ["plan", "--config", "{f}/Pulumi.p.yaml"]),
+    "plan prices infinite": ({"prices.yaml": "chip_hour:\n  v6e:\n    spot: .inf\n"},
+                             ["plan", "--prices", "{f}/prices.yaml"]),
+    "plan prices repeated key": ({"prices.yaml": "chip_hour: {}\nchip_hour: {}\n"},
+                                 ["plan", "--prices", "{f}/prices.yaml"]),
     # --- diff
     "diff missing file": ({}, ["diff", "{f}/a.json", "{f}/b.json"]),
     "diff not json": ({"a.json": "{not json", "b.json": "{}"}, ["diff", "{f}/a.json", "{f}/b.json"]),

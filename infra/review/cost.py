@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.yaml_input import read_yaml_file
 from tpuplane.infra.review.summary import FleetSummary
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
@@ -60,13 +61,8 @@ def load_prices(override: Path | None = None) -> PriceTable:
     base = _table(yaml.safe_load(DEFAULT_PRICES.read_text()), str(DEFAULT_PRICES))
     rates = {g: dict(m) for g, m in base["chip_hour"].items()}
     if override is not None:
-        try:
-            extra = _table(yaml.safe_load(override.read_text()), f"--prices {override}")
-        except OSError as exc:
-            raise ConfigError.at("--prices", str(override), "a readable YAML price table",
-                                 exc.strerror or "") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError.at(f"--prices {override}", "invalid YAML", "a YAML price table", str(exc)) from None
+        # strict and bounded like every input file: no repeated keys, no .inf/.nan rates
+        extra = _table(read_yaml_file(override, f"--prices {override}", "YAML price table"), f"--prices {override}")
         for generation, modes in extra.get("chip_hour", {}).items():
             rates.setdefault(str(generation), {}).update({str(k): float(v) for k, v in modes.items()})
         base.update({k: v for k, v in extra.items() if k in ("date", "source", "currency", "hours_per_month")})
