@@ -117,6 +117,9 @@ CASES: dict[str, tuple[Files, list[str]]] = {
     "sidecar check /dev/zero": ({}, ["sidecar", "check", "-r", "/dev/zero", "--jax-version", "0.10.0"]),
     "sidecar check binary file": ({"r.txt": b"\xff\xfe\x00"}, ["sidecar", "check", "-r", "{f}/r.txt", "--jax-version",
                                                               "0.10.0"]),
+    "sidecar check base tags /dev/zero": ({}, ["sidecar", "check", "--jax-version", "0.10.0", "--base-tags", "/dev/zero"]),
+    "sidecar check base tags secret": ({"tags": "GITHUB_TOKEN=SECRETVALUE42\n"},
+                                       ["sidecar", "check", "--jax-version", "0.10.0", "--base-tags", "{f}/tags"]),
     "sidecar check bad jax version": ({}, ["sidecar", "check", "--jax-version", "0." + "1" * 5000]),
     # --- workload render
     "workload bad namespace": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command", "x",

@@ -19,6 +19,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.yaml_input import read_text_bounded
 
 BASE_IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
 
@@ -74,18 +75,15 @@ class BaseImage:
 
 def read_base_tags(path: Path) -> tuple[BaseImage, ...]:
     """The tags of a base-tags file (one per line, `#` comments); a malformed line is a ConfigError naming it."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError.at(str(path), "unreadable", "a text file of sidecar base tags",
-                             getattr(exc, "strerror", None) or str(exc)) from None
+    lines = read_text_bounded(path, str(path), 1 << 20, "text file of sidecar base tags").splitlines()
     images = []
     for number, line in enumerate(lines, 1):
         tag = line.split("#", 1)[0].strip()
         if not tag:
             continue
         if _TAG.match(tag) is None:
-            raise ConfigError.at(f"{path}:{number}", tag, "<date>-python_<X.Y>-jax_<version>",
+            raise ConfigError.at(f"{path}:{number}", "a line that is not a base tag (not shown: it may be a secret)",
+                                 "<date>-python_<X.Y>-jax_<version>",
                                  "e.g. 20260423-python_3.12-jax_0.10.0, a tag of " + BASE_IMAGE_REPOSITORY)
         images.append(BaseImage(tag))
     return tuple(images)
