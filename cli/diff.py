@@ -15,6 +15,7 @@ from tpuplane.infra.review.diff_report import ReportFormat, render
 from tpuplane.infra.review.impact import diff_context
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.plan_diff import Plan, diff_plans, parse_plan
+from tpuplane.infra.review.redaction import redact_plan
 from tpuplane.infra.yaml_input import read_json_file
 
 EXIT_NO_CHANGES = 0
@@ -42,7 +43,8 @@ def diff_command(
     try:
         base_plan, head_plan = _read_plan(base, "base"), _read_plan(head, "head")
         diff = diff_plans(base_plan, head_plan)
-        context = diff_context(base_plan, head_plan, load_prices(prices))
+        # The report's summaries and key properties are read from redacted plans, like the property changes
+        context = diff_context(redact_plan(base_plan), redact_plan(head_plan), load_prices(prices))
     except ConfigError as err:
         typer.echo(f"tpuplane diff: bad input\n{err}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None

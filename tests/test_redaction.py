@@ -26,6 +26,7 @@ from tpuplane.infra.review.redaction import (
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 SECRET = "kubernetes:core/v1:Secret"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
 PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC{s}\n-----END PRIVATE KEY-----\n"
 
 
@@ -53,6 +54,8 @@ LEAK_SHAPES = {
     "github token": (CONFIG_MAP, lambda s: {"data": {"note": f"ghp_{s}abcdefghij0123456789AB"}}),
     "aws key": (CONFIG_MAP, lambda s: {"metadata": {"labels": {"k": "AKIA" + (s + "ABCDEFGHIJKLMNOP")[:16]}}}),
     "slack token": (CONFIG_MAP, lambda s: {"data": {"slack": f"xoxb-1234-{s}"}}),
+    # a key property of the diff report (the flavor's node labels)
+    "token in flavor labels": (FLAVOR, lambda s: {"spec": {"nodeLabels": {"team": f"ghp_{s}abcdefghij0123456789AB"}}}),
 }
 SHAPES = sorted(LEAK_SHAPES)
 
@@ -150,3 +153,15 @@ def test_diff_never_shows_a_token_in_a_resource_name():
     token = "ghp_SECRETPARTabcdefghij0123456789AB"
     diff = diff_plan_dicts(plan_doc(), plan_doc(resource(CONFIG_MAP, token, {"apiVersion": "v1"})))
     assert all("SECRETPART" not in render(diff, fmt) for fmt in ReportFormat)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("fmt", [f.value for f in ReportFormat])
+def test_diff_command_never_prints_secret_of_a_created_resource(tmp_path, shape, fmt):
+    """Created resources show key properties and the fleet summary: those read redacted plans too."""
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(plan_doc()))
+    head.write_text(json.dumps(plan_doc(leaky_resource(shape, "SECRETPART"))))
+    result = CliRunner().invoke(app, ["diff", str(base), str(head), "--format", fmt])
+    assert result.exit_code == 1, result.stderr
+    assert "SECRETPART" not in result.stdout

@@ -192,13 +192,13 @@ def _plaintext(raw: Any, redacted: Any, path: str) -> list[str]:
 
 
 def redact_plan(plan: Any) -> Any:
-    """A copy of an offline plan (`components.offline.Plan`, a dataclass) safe to render in any format: every
-    resource's inputs redacted, and the secret parts of names and URNs masked. Policies read the raw plan."""
-    resources = [
+    """A copy of a plan (`components.offline.Plan` or `plan_diff.Plan`, dataclasses) safe to render in any format:
+    every resource's inputs redacted, and the secret parts of names and URNs masked. Policies read the raw plan."""
+    resources = type(plan.resources)(
         dataclasses.replace(r, urn=redact_text(r.urn), name=redact_text(r.name),
                             parent=redact_text(r.parent) if r.parent else r.parent,
                             inputs=redact_inputs(r.type, r.inputs))
         for r in plan.resources
-    ]
+    )
     extra = {"outputs": redact(plan.outputs)} if hasattr(plan, "outputs") else {}
     return dataclasses.replace(plan, resources=resources, **extra)
