@@ -96,12 +96,10 @@ def run_bare_tuned(pools: int) -> None:
         run_bare(pools)
 
 
-def run_plan(slices: int) -> int:
+def run_plan(slices: int) -> None:
     from tpuplane.components.offline import run_program_file
 
-    plan = run_program_file(REPO / "stacks" / "__main__.py", bench_config(slices), project="tpuplane",
-                            stack="bench")
-    return len(plan.resources)
+    run_program_file(REPO / "stacks" / "__main__.py", bench_config(slices), project="tpuplane", stack="bench")
 
 
 def child(kind: str, size: int) -> None:
@@ -118,14 +116,15 @@ def child(kind: str, size: int) -> None:
 
 def measure(argv: list[str]) -> tuple[float, float, str]:
     """Wall seconds, peak RSS (MiB, os.wait4 reports it per child) and stdout of one whole process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    out = proc.stdout.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True)
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status):
+            err.seek(0)
+            raise SystemExit(f"{' '.join(argv)} failed:\n{err.read().decode(errors='replace')[-3000:]}")
     return seconds, usage.ru_maxrss / 1024, out
 
 
