@@ -54,7 +54,7 @@ def test_offline_runner_restores_sdk_when_the_program_fails():
 
     with pytest.raises(ValueError, match="boom"):
         offline.run_under_mocks(failing, {})
-    assert sdk_resource._get_stack_trace is stack_trace
+    assert (sdk_resource._get_stack_trace, gc.isenabled()) == (stack_trace, True)
 
 
 def test_pulumi_tuning_installed_sdk_is_a_checked_one():
