@@ -29,6 +29,7 @@ test: $(VENV)/.installed browser
 	$(BIN)/pytest -q -n 2
 
 bench: $(VENV)/.installed
+	$(BIN)/python bench/plan_speed.py
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/sidecar_check.py
 	$(BIN)/python bench/local_sidecar.py
