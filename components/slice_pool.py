@@ -70,7 +70,7 @@ class TpuSlicePool(pulumi.ComponentResource):
     """All slices of one pool group; multi-slice = N node pools, named by slice index."""
 
     node_pools: list[gcp.container.NodePool]
-    workload_policy: gcp.compute.ResourcePolicy | None
+    workload_policy: pulumi.CustomResource | None  # a ResourcePolicy; Pulumi resolves this, naming it loads gcp.compute
 
     def __init__(self, name: str, plan: PoolGroupPlan, *, project: str, region: str, location: str, zone: str,
                  cluster: pulumi.Input[str], service_account: pulumi.Input[str],
