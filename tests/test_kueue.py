@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tpuplane.infra.batch import kueue
+from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.k8s_validation import manifest_errors
 from tpuplane.infra.fleet.catalog import resolve_tpu_type
@@ -56,14 +57,15 @@ def stack(pools: list[dict[str, Any]], teams: list[dict[str, Any]] | None = None
 
 
 def tpu_quota(cq: dict[str, Any]) -> dict[str, int]:
-    groups = [g for g in cq["spec"]["resourceGroups"] if g["coveredResources"] == [TPU_RESOURCE]]
-    return {f["name"]: f["resources"][0]["nominalQuota"] for g in groups for f in g["flavors"]}
+    """TPU flavor name -> its google.com/tpu nominal quota (the CPU flavor's zero left out)."""
+    return {name: entry["nominalQuota"] for name, entry in tpu_entries([cq])[cq["metadata"]["name"]].items()}
 
 
 def tpu_entries(cqs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """ClusterQueue name -> flavor name -> its google.com/tpu quota entry."""
-    return {cq["metadata"]["name"]: {f["name"]: f["resources"][0] for g in cq["spec"]["resourceGroups"]
-                                     if g["coveredResources"] == [TPU_RESOURCE] for f in g["flavors"]}
+    """ClusterQueue name -> TPU flavor name -> its google.com/tpu quota entry."""
+    return {cq["metadata"]["name"]: {f["name"]: r for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+                                     if f["name"] != kueue.CPU_FLAVOR for r in f["resources"]
+                                     if r["name"] == TPU_RESOURCE}
             for cq in cqs}
 
 
@@ -164,11 +166,24 @@ def test_team_with_less_than_a_slice_but_free_to_borrow_is_accepted():
     assert quotas["tiny"]["tpu-v6e-slice-4x4"]["nominalQuota"] == 0
 
 
-def test_flavors_one_per_node_label_set():
+def test_flavors_one_per_shape_and_capacity_mode_in_capacity_order():
+    """On-demand and flex-start pools of one shape get two flavors: their nodes differ, and a workload asks
+    for one of them."""
     cfg = stack(POOL_CONFIGS["mixed"] + POOL_CONFIGS["same-shape-two-pools"])
     names = [f["metadata"]["name"] for f in kueue.render_flavors(cfg, "cpu")]
-    assert names == ["tpu-v5p-slice-4x4x4", "tpu-v6e-slice-4x4", "tpu7x-2x2x1", "tpu-v5-lite-podslice-4x4-spot",
-                     "tpu-v6e-slice-4x4-spot", "tpu-v6e-slice-4x4-queued", "cpu"]
+    assert names == ["tpu-v5p-slice-4x4x4", "tpu-v6e-slice-4x4", "tpu7x-2x2x1", "tpu-v6e-slice-4x4-flex-start",
+                     "tpu-v5-lite-podslice-4x4-spot", "tpu-v6e-slice-4x4-spot", "tpu-v6e-slice-4x4-queued", "cpu"]
+
+
+def test_reservation_pool_gets_its_own_flavor_selecting_reservation_nodes():
+    cfg = load_stack_config(copy.deepcopy(BASE) | {
+        "tpuplane:tpuPools": [{"name": "od", "tpuType": "v6e-16", "slices": 1},
+                              {"name": "res", "tpuType": "v6e-16", "slices": 2, "capacity": "reservation",
+                               "reservation": "r"}],
+        "tpuplane:reservations": [{"name": "r", "tpuType": "v6e-16", "slices": 2}]})
+    flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"]["tpuplane.dev/capacity"]
+               for f in kueue.render_flavors(cfg, "cpu")[:-1]}
+    assert flavors == {"tpu-v6e-slice-4x4-reservation": "reservation", "tpu-v6e-slice-4x4": "on-demand"}
 
 
 def test_spot_flavor_selects_spot_nodes_and_tolerates_tpu_taint():
@@ -212,13 +227,33 @@ def test_single_queue_is_xpks_cluster_queue_and_multislice_queue_in_default():
     assert lq["spec"] == {"clusterQueue": "cluster-queue"}
 
 
-def test_cpu_and_memory_quota_come_from_the_cpu_pool_in_their_own_group():
+def test_cluster_queue_cpu_flavor_comes_first_with_the_cpu_pool_and_no_tpu():
     cfg = stack([], None)  # default cpu pool: n2-standard-16, up to 10 nodes
     [cq] = kueue.render_cluster_queues(cfg)
     [group] = cq["spec"]["resourceGroups"]
-    assert group["coveredResources"] == ["cpu", "memory"]
-    assert group["flavors"][0]["resources"] == [{"name": "cpu", "nominalQuota": 160},
-                                                {"name": "memory", "nominalQuota": "655360Mi"}]
+    assert group["coveredResources"] == [TPU_RESOURCE, "cpu", "memory"]
+    assert group["flavors"][0] == {"name": "cpu", "resources": [
+        {"name": TPU_RESOURCE, "nominalQuota": 0}, {"name": "cpu", "nominalQuota": 160},
+        {"name": "memory", "nominalQuota": "655360Mi"}]}
+
+
+def test_cluster_queue_tpu_flavor_carries_cpu_and_memory_of_its_host_vms():
+    """A TPU pod that also asks for cpu/memory gets all three from its TPU flavor (one resource group), so Kueue
+    never merges the CPU pool's node label into its selector: 2 slices of v6e-16 = 8 ct6e-standard-4t hosts."""
+    [cq] = kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"]))
+    [group] = cq["spec"]["resourceGroups"]
+    [tpu] = [f for f in group["flavors"] if f["name"] == "tpu-v6e-slice-4x4-spot"]
+    host = gke_allocatable(machine_shape("ct6e-standard-4t"))
+    assert tpu["resources"] == [{"name": TPU_RESOURCE, "nominalQuota": 64},
+                                {"name": "cpu", "nominalQuota": f"{16 * host.millicores}m"},
+                                {"name": "memory", "nominalQuota": f"{16 * host.memory_mib}Mi"}]
+
+
+def test_cluster_queue_flavors_list_every_covered_resource_in_order():
+    for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS)):
+        for group in cq["spec"]["resourceGroups"]:
+            for flavor in group["flavors"]:
+                assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
 
 
 def test_resource_appears_in_one_group_only():
@@ -309,13 +344,6 @@ def test_team_split_sums_to_capacity_for_any_shares(shares, slack, slices):
     assert sum(q.slices["tpu-v6e-slice-4x4"] for q in quotas) == slices
     assert sum(q.cpu for q in quotas) == kueue.cpu_pool_quota(cfg)[0]
     assert sum(q.memory_mib for q in quotas) == kueue.cpu_pool_quota(cfg)[1]
-
-
-@pytest.mark.parametrize("machine, shape", [("n2-standard-16", (16, 65536)), ("n1-standard-4", (4, 15360)),
-                                            ("c3-highcpu-8", (8, 16384)), ("e2-highmem-2", (2, 16384)),
-                                            ("n2-custom-6-20480", (6, 20480)), ("e2-medium", None)])
-def test_cpu_machine_shape(machine, shape):
-    assert kueue.cpu_machine_shape(machine) == shape
 
 
 def test_controller_sizing_follows_xpks_formula():

@@ -82,14 +82,13 @@ def test_plan_pool_group_queued_enables_queued_provisioning_and_labels_its_nodes
     assert (pool.spot, pool.flex_start) == (False, False)
 
 
-@pytest.mark.parametrize("capacity, capacity_class", [("on-demand", "standard"), ("spot", "spot"),
-                                                      ("flex-start", "standard"), ("reservation", "standard")])
-def test_plan_pool_group_labels_nodes_with_their_capacity_class_only(plan_pool, capacity, capacity_class):
+@pytest.mark.parametrize("capacity", ["on-demand", "spot", "flex-start", "reservation"])
+def test_plan_pool_group_labels_nodes_with_their_capacity_mode_only(plan_pool, capacity):
     group = plan_pool(name="p", tpuType="v5p-128", capacity=capacity,
                       reservations=[{"name": "r", "tpuType": "v5p-128"}],
                       **({"reservation": "r"} if capacity == "reservation" else {}))
 
-    assert group.pools[0].labels == {"tpuplane.dev/capacity": capacity_class}
+    assert group.pools[0].labels == {"tpuplane.dev/capacity": capacity}
 
 
 def test_plan_pool_group_reservation_consumes_the_named_reservation_of_the_stack(plan_pool):
@@ -214,3 +213,11 @@ def test_plan_pool_group_upgrades_slices_in_place_one_node_at_a_time(plan_pool):
     pool = plan_pool(name="big", tpuType="v5p-128").pools[0]
 
     assert (pool.upgrade.strategy, pool.upgrade.max_surge, pool.upgrade.max_unavailable) == ("SURGE", 0, 1)
+
+
+@pytest.mark.parametrize("capacity", ["flex-start", "queued"])
+def test_plan_pool_group_flex_start_and_queued_pools_use_short_lived_upgrades(plan_pool, capacity):
+    """GKE's dedicated strategy for nodes that live for one run: never upgraded in place, no surge settings."""
+    pool = plan_pool(name="big", tpuType="v5p-128", capacity=capacity, maxRunDuration="3600s").pools[0]
+
+    assert (pool.upgrade.strategy, pool.upgrade.max_surge, pool.upgrade.max_unavailable) == ("SHORT_LIVED", None, None)

@@ -59,7 +59,7 @@ def test_summary_chips_by_generation_and_mode(summaries):
 
 def test_summary_queues_carry_cohort_quotas_and_local_queues(summaries):
     research = next(q for q in summaries["pathways"].queues if q.name == "research")
-    tpu = next(x for x in research.quotas if x.resource == "google.com/tpu")
+    tpu = next(x for x in research.quotas if x.resource == "google.com/tpu" and x.flavor != "cpu")
 
     assert (research.cohort, research.local_queues) == ("tpuplane", ("research/research",))
     assert (tpu.flavor, tpu.nominal, tpu.borrowing_limit) == ("tpu-v6e-slice-4x4-spot", "48", "16")
@@ -126,7 +126,8 @@ def test_key_properties_of_a_cluster_queue_show_quota_per_flavor(stack_plans):
     props = dict(key_properties(queue.type, queue.inputs))
 
     assert props["cohort"] == "tpuplane"
-    assert props["quota"].startswith("tpu-v6e-slice-4x4-spot: google.com/tpu=48 (+16 borrowable); cpu: cpu=144")
+    assert props["quota"].startswith("cpu: google.com/tpu=0, cpu=144 (+48 borrowable)")
+    assert "; tpu-v6e-slice-4x4-spot: google.com/tpu=48 (+16 borrowable), cpu=" in props["quota"]
 
 
 def test_mermaid_links_cluster_pools_flavors_cluster_queues_and_local_queues(summaries):

@@ -33,7 +33,7 @@ def tpu_quota_by_flavor(plan) -> dict[str, int]:
         for group in queue.inputs["spec"]["resourceGroups"]:
             for flavor in group["flavors"]:
                 for resource in flavor["resources"]:
-                    if resource["name"] == "google.com/tpu":
+                    if resource["name"] == "google.com/tpu" and resource["nominalQuota"]:
                         quota[flavor["name"]] = quota.get(flavor["name"], 0) + resource["nominalQuota"]
     return quota
 
@@ -49,8 +49,9 @@ def test_prod_stack_plans_the_whole_batch_stack(plans):
 
 
 def test_prod_stack_tpu_quota_equals_pool_capacity_for_every_flavor(plans):
-    # 4 x v5p-128 (16 VMs x 4 chips) on the reservation; 2 x v6e-8 on one 8-chip VM each.
-    assert tpu_quota_by_flavor(plans["prod"]) == {"tpu-v5p-slice-4x4x4": 256, "tpu-v6e-slice-2x4": 16}
+    # 4 x v5p-128 (16 VMs x 4 chips) on the reservation; 2 x v6e-8 on one 8-chip VM each, flex-start.
+    assert tpu_quota_by_flavor(plans["prod"]) == {"tpu-v5p-slice-4x4x4-reservation": 256,
+                                                  "tpu-v6e-slice-2x4-flex-start": 16}
 
 
 def test_kueue_objects_wait_for_the_webhook_gate(plans):
@@ -72,7 +73,7 @@ def test_pathways_stack_dedicates_the_service_slices_outside_kueue(plans):
     assert not any("tpuplane.dev/dedicated" in p["nodeConfig"]["labels"] for p in batch)
     # Only the spot batch pool is Kueue's: 4 slices x 16 chips, split 0.75 / 0.25 between the teams.
     assert tpu_quota_by_flavor(plan) == {"tpu-v6e-slice-4x4-spot": 64}
-    quotas = {q.inputs["metadata"]["name"]: q.inputs["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    quotas = {q.inputs["metadata"]["name"]: q.inputs["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]
               ["nominalQuota"] for q in plan.of_type(CLUSTER_QUEUE)}
     assert quotas == {"research": 48, "evals": 16}
 

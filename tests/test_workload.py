@@ -200,8 +200,19 @@ def test_more_slices_than_the_pools_have_is_refused(cfg):
     assert problem.path == "jobs[0].slices" and "at most 4" in problem.allowed
 
 
-def test_reservation_and_on_demand_pools_share_nodes_labels(cfg):
-    assert workload_problems(workload(tpu_type="v5p-128", slices=2, capacity="reservation"), cfg) == []
+def test_workload_problems_capacity_the_stack_lacks_names_the_capacities_it_has(cfg):
+    """On-demand and reservation nodes differ (own flavors, own labels): a reservation workload never lands on
+    the on-demand pool of its shape, and the error says which capacities the stack's pools really have."""
+    [problem] = workload_problems(workload(tpu_type="v5p-128", slices=2, capacity="reservation"), cfg)
+    assert problem.path == "jobs[0].tpuType"
+    assert "big (v5p-128 x2 for Kueue, on-demand)" in problem.allowed
+
+
+def test_render_tpu_jobset_selects_only_the_nodes_of_its_capacity(cfg):
+    spec = workload(tpu_type="v5p-128", slices=2, capacity="on-demand")
+    selector = render_tpu_jobset(spec, cfg)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "nodeSelector"]
+    assert selector["tpuplane.dev/capacity"] == "on-demand"
 
 
 def test_unknown_queue_lists_the_stacks_queues(team_cfg):

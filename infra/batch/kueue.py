@@ -14,7 +14,6 @@ Kueue objects use `kueue.x-k8s.io/v1beta2` field names (`cohortName`, `admission
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -30,11 +29,11 @@ from tpuplane.infra.batch.kueue_config import (
     TeamConfig,
     kueue_config_problems,
 )
+from tpuplane.infra.fleet.machines import Allocatable, gke_allocatable, machine_shape
 from tpuplane.infra.fleet.scheduling import (
     NODEPOOL_LABEL,
     QUEUED_TAINT_KEY,
     TPU_RESOURCE,
-    capacity_class,
     tpu_node_labels,
     tpu_node_taints,
     tpu_tolerations,
@@ -66,33 +65,14 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # Namespaces whose Jobs and JobSets Kueue never manages, so its webhooks (failurePolicy Fail) never intercept them.
 UNMANAGED_NAMESPACES = ("kube-system", KUEUE_NAMESPACE, JOBSET_NAMESPACE)
 
-# Memory per vCPU (MiB) of GCE predefined shapes; highcpu differs between generations.
-_MIB_PER_VCPU = {"standard": 4096, "highmem": 8192, "highcpu": 1024}
-_FAMILY_MIB_PER_VCPU = {
-    "n1": {"standard": 3840, "highmem": 6656, "highcpu": 922},
-    **{f: {"highcpu": 2048} for f in ("c2d", "c3", "c3d", "c4", "c4a", "c4d", "n4", "n4d")},
-}
-_MACHINE = re.compile(r"^(?P<family>[a-z][a-z0-9]*)-(?P<kind>standard|highmem|highcpu)-(?P<vcpus>\d+)$")
-_CUSTOM_MACHINE = re.compile(r"^(?P<family>[a-z][a-z0-9]*-)?custom-(?P<vcpus>\d+)-(?P<mib>\d+)(-ext)?$")
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Sizes: the CPU pool's quota and the controllers' resources.
 
 
-def cpu_machine_shape(machine_type: str) -> tuple[int, int] | None:
-    """(vCPUs, memory MiB) of a GCE machine type, or None when the name does not say (shared-core types)."""
-    if m := _CUSTOM_MACHINE.fullmatch(machine_type):
-        return int(m["vcpus"]), int(m["mib"])
-    if m := _MACHINE.fullmatch(machine_type):
-        per_vcpu = _FAMILY_MIB_PER_VCPU.get(m["family"], {}).get(m["kind"], _MIB_PER_VCPU[m["kind"]])
-        return int(m["vcpus"]), int(m["vcpus"]) * per_vcpu
-    return None
-
-
 def cpu_pool_quota(cfg: "StackConfig") -> tuple[int, int]:
     """The CPU pool at its maximum size: (cpu cores, memory MiB). Kueue admits against it, kube-scheduler fits."""
-    vcpus, mib = cpu_machine_shape(cfg.cluster.cpu_pool.machine_type) or (0, 0)
+    shape = machine_shape(cfg.cluster.cpu_pool.machine_type)
+    vcpus, mib = (shape.vcpus, shape.memory_mib) if shape else (0, 0)
     return vcpus * cfg.cluster.cpu_pool.max_nodes, mib * cfg.cluster.cpu_pool.max_nodes
 
 
@@ -202,17 +182,22 @@ def controller_releases(cfg: "StackConfig", cpu_pool_name: str) -> tuple[HelmRel
 # Flavors: one per distinct set of TPU node labels.
 
 
+# Flavors of one shape in the order Kueue tries them for a pod that selects no capacity: what is paid for
+# (reserved, on-demand) before what may be taken back (flex-start's run limit, spot), DWS-gated queued last.
+CAPACITY_ORDER = ("reservation", "on-demand", "flex-start", "spot", "queued")
+
+
 def _shape_key(pool: "TpuPoolConfig") -> tuple[str, str, str]:
-    return pool.spec.accelerator, pool.spec.topology, capacity_class(pool.capacity.value)
+    return pool.spec.accelerator, pool.spec.topology, pool.capacity.value
 
 
 def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: str | None = None) -> str:
-    """`tpu-v6e-slice-4x4`, `tpu-v6e-slice-4x4-spot`: readable, DNS-safe, and stable across pool renames.
-    The host machine type joins the name only when one shape runs on two machine types in the stack
-    (`tpu-v6e-slice-2x4-ct6e-standard-8t`)."""
-    suffix = capacity_class(capacity)
+    """`tpu-v6e-slice-4x4` (on-demand), `tpu-v6e-slice-4x4-spot`, `...-flex-start`, `...-reservation`,
+    `...-queued`: readable, DNS-safe, and stable across pool renames. One flavor per capacity mode, because
+    their nodes differ and a workload asks for one. The host machine type joins the name only when one shape
+    runs on two machine types in the stack (`tpu-v6e-slice-2x4-ct6e-standard-8t`)."""
     return (f"{accelerator}-{topology}" + (f"-{machine_type}" if machine_type else "")
-            + ("" if suffix == "standard" else f"-{suffix}"))
+            + ("" if capacity == "on-demand" else f"-{capacity}"))
 
 
 def pool_flavor_name(cfg: "StackConfig", pool: "TpuPoolConfig") -> str:
@@ -227,11 +212,13 @@ class TpuFlavor:
     """A ResourceFlavor and the pools whose Kueue slices it counts (all of one shape and machine type)."""
 
     name: str
-    capacity: str  # a capacity class: "standard", "spot" or "queued"
+    capacity: str  # the capacity mode: on-demand, reservation, flex-start, spot or queued
     node_labels: dict[str, str]
     slices: int  # slices Kueue admits to (a service's dedicated slices excluded)
     chips_per_slice: int
     pools: tuple[str, ...]
+    vms_per_slice: int = 1
+    host: Allocatable | None = None  # what a pod may request of one host VM; None for a host of unknown shape
 
     @property
     def chips(self) -> int:
@@ -249,7 +236,7 @@ def flavor_node_labels(pool: "TpuPoolConfig") -> dict[str, str]:
 
 
 def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
-    """Flavors sorted by name; on-demand before spot before queued for the same shape."""
+    """Flavors in `CAPACITY_ORDER`, then by name."""
     grouped: dict[str, list["TpuPoolConfig"]] = {}
     for pool in cfg.tpu_pools:
         grouped.setdefault(pool_flavor_name(cfg, pool), []).append(pool)
@@ -260,11 +247,13 @@ def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
             continue  # a group wholly dedicated to a service is not Kueue's
         chips = {p.spec.chips for p in pools}
         assert len(chips) == 1, f"flavor {name} mixes slice sizes {sorted(chips)}"  # one shape, one machine type
-        flavors.append(TpuFlavor(name=name, capacity=capacity_class(pools[0].capacity.value),
+        shape = machine_shape(pools[0].spec.machine_type)
+        flavors.append(TpuFlavor(name=name, capacity=pools[0].capacity.value,
                                  node_labels=flavor_node_labels(pools[0]), slices=slices,
-                                 chips_per_slice=chips.pop(), pools=tuple(p.name for p in pools)))
-    order = {"standard": 0, "spot": 1, "queued": 2}
-    return sorted(flavors, key=lambda f: (order[f.capacity], f.name))
+                                 chips_per_slice=chips.pop(), pools=tuple(p.name for p in pools),
+                                 vms_per_slice=pools[0].spec.vms_per_slice,
+                                 host=gke_allocatable(shape) if shape else None))
+    return sorted(flavors, key=lambda f: (CAPACITY_ORDER.index(f.capacity), f.name))
 
 
 def render_tpu_flavor(flavor: TpuFlavor) -> dict[str, Any]:
@@ -387,20 +376,36 @@ def _resource(name: str, nominal: int, capacity: int, team: TeamConfig | None, *
     return entry
 
 
+def _tpu_flavor_quota(flavor: TpuFlavor, quota: QueueQuota) -> dict[str, Any]:
+    """A TPU flavor's quota in whole slices: its chips, and the cpu and memory of those slices' host VMs."""
+    slices = quota.slices[flavor.name]
+    host_millicores, host_mib = (flavor.host.millicores, flavor.host.memory_mib) if flavor.host else (0, 0)
+
+    def per_slice(name: str, per_vm: int, suffix: str = "") -> dict[str, Any]:
+        return _resource(name, slices, flavor.slices, quota.team, per_unit=per_vm * flavor.vms_per_slice,
+                         suffix=suffix)
+
+    return {"name": flavor.name, "resources": [per_slice(TPU_RESOURCE, flavor.chips_per_slice // flavor.vms_per_slice),
+                                               per_slice("cpu", host_millicores, "m"),
+                                               per_slice("memory", host_mib, "Mi")]}
+
+
 def render_cluster_queue(cfg: "StackConfig", quota: QueueQuota) -> dict[str, Any]:
-    """A ClusterQueue: one resource group for `google.com/tpu`, one for the CPU pool's cpu and memory
-    (a resource may be covered by only one group)."""
+    """A ClusterQueue with ONE resource group covering `google.com/tpu`, cpu and memory.
+
+    Kueue assigns one flavor per resource group and merges the node labels of every flavor it assigns, so a
+    TPU pod that also asks for cpu or memory must get all three from its TPU flavor: with a separate cpu/memory
+    group it would also get the CPU pool's `gke-nodepool` label and never schedule. The CPU flavor comes first
+    with no TPU quota: a TPU pod cannot fit it and moves on to the TPU flavors, whose cpu and memory quota is
+    what GKE leaves to pods on their host VMs; a CPU-only pod takes the CPU flavor."""
     flavors = tpu_flavors(cfg)
     cpu_total, mib_total = cpu_pool_quota(cfg)
-    groups = []
-    if flavors:
-        groups.append({"coveredResources": [TPU_RESOURCE], "flavors": [
-            {"name": f.name, "resources": [_resource(TPU_RESOURCE, quota.slices[f.name], f.slices, quota.team,
-                                                     per_unit=f.chips_per_slice)]}
-            for f in flavors]})
-    groups.append({"coveredResources": ["cpu", "memory"], "flavors": [{"name": CPU_FLAVOR, "resources": [
+    cpu_flavor = {"name": CPU_FLAVOR, "resources": [
+        _resource(TPU_RESOURCE, 0, 0, None),
         _resource("cpu", quota.cpu, cpu_total, quota.team),
-        _resource("memory", quota.memory_mib, mib_total, quota.team, suffix="Mi")]}]})
+        _resource("memory", quota.memory_mib, mib_total, quota.team, suffix="Mi")]}
+    groups = [{"coveredResources": [TPU_RESOURCE, "cpu", "memory"],
+               "flavors": [cpu_flavor, *(_tpu_flavor_quota(f, quota) for f in flavors)]}]
     spec: dict[str, Any] = {"queueingStrategy": "BestEffortFIFO", "resourceGroups": groups}
     if not cfg.kueue.teams:
         # xpk's queue: every namespace may submit; no cohort, so nothing to reclaim.
@@ -555,7 +560,7 @@ def kueue_problems(cfg: "StackConfig") -> list[Problem]:
     problems = kueue_config_problems(cfg)
     if not problems:  # quotas are meaningful only for a valid team layout
         problems += team_quota_problems(cfg)
-    if cpu_machine_shape(cfg.cluster.cpu_pool.machine_type) is None:
+    if machine_shape(cfg.cluster.cpu_pool.machine_type) is None:
         problems.append(Problem("tpuplane:cluster.cpuPool.machineType", cfg.cluster.cpu_pool.machine_type,
                                 "<family>-standard|highmem|highcpu-<vCPUs> or <family>-custom-<vCPUs>-<MiB>",
                                 "the CPU pool's Kueue quota (cpu, memory) is derived from it"))

@@ -45,7 +45,6 @@ from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,
-    capacity_class,
     tpu_node_selector,
     tpu_resources,
     tpu_tolerations,
@@ -180,7 +179,7 @@ def _pools_for(cfg: StackConfig, spec: TpuSpec, capacity: str) -> list:
     return [p for p in cfg.tpu_pools
             if p.spec.accelerator == spec.accelerator and p.spec.topology == spec.topology
             and p.spec.machine_type == spec.machine_type
-            and capacity_class(p.capacity.value) == capacity_class(capacity)
+            and p.capacity.value == capacity
             and cfg.queued_slices(p) > 0]
 
 
@@ -237,7 +236,7 @@ def _group_problems(spec: TpuWorkloadSpec, cfg: StackConfig, team_queue: str | N
 
 def _queued_problems(spec: TpuWorkloadSpec) -> list[Problem]:
     """GKE's ProvisioningRequest takes one PodSet: a job group may hold one queued (DWS) member at most."""
-    queued = [i for i, job in enumerate(spec.jobs) if capacity_class(job.capacity) == "queued"]
+    queued = [i for i, job in enumerate(spec.jobs) if job.capacity == "queued"]
     return [Problem(f"jobs[{i}].capacity", "queued", "one queued (DWS) job per workload",
                     f"job {spec.jobs[queued[0]].name} is queued already; GKE's ProvisioningRequest "
                     "provisions one PodSet, so split the group or use another capacity")
@@ -389,9 +388,9 @@ def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]
         "priorityClassName": workload.priority,
         "terminationGracePeriodSeconds": workload.termination_grace_period_seconds,
         # the host machine type too: a 2x4 slice on two 4-chip VMs and one on an 8-chip VM share the TPU labels
-        "nodeSelector": dict(sorted({**tpu_node_selector(spec, capacity_class(job.capacity)),
+        "nodeSelector": dict(sorted({**tpu_node_selector(spec, job.capacity),
                                      INSTANCE_TYPE_LABEL: spec.machine_type}.items())),
-        "tolerations": tpu_tolerations(capacity_class(job.capacity)),
+        "tolerations": tpu_tolerations(job.capacity),
         "containers": [{
             "name": CONTAINER,
             "image": job.image,
@@ -438,7 +437,7 @@ def max_run_duration_seconds(workload: TpuWorkloadSpec, cfg: StackConfig | None)
     GKE's ProvisioningRequest must not exceed. None without a stack, a queued job, or a limit."""
     if cfg is None:
         return None
-    limits = [int(pool.max_run_duration[:-1]) for job in workload.jobs if capacity_class(job.capacity) == "queued"
+    limits = [int(pool.max_run_duration[:-1]) for job in workload.jobs if job.capacity == "queued"
               for pool in _pools_for(cfg, job.spec, job.capacity) if pool.max_run_duration]
     return min(limits, default=None)
 

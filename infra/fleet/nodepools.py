@@ -33,8 +33,13 @@ class UpgradePlan:
     Upgrade one node at a time in place (Cluster Toolkit's setting for TPU pools)."""
 
     strategy: str = "SURGE"
-    max_surge: int = 0
-    max_unavailable: int = 1
+    max_surge: int | None = 0
+    max_unavailable: int | None = 1
+
+
+# Flex-start and queued nodes live for one run and are never upgraded in place: GKE's dedicated strategy for
+# them is SHORT_LIVED (new nodes come up on the new version), which takes no surge settings.
+SHORT_LIVED_UPGRADE = UpgradePlan(strategy="SHORT_LIVED", max_surge=None, max_unavailable=None)
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,7 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
             # Flex-start and queued nodes are released, not repaired (GKE rejects auto-repair on them).
             auto_repair=not from_zero,
             auto_upgrade=True,  # required by release channels; freeze upgrades with a maintenance exclusion
-            upgrade=UpgradePlan(),
+            upgrade=SHORT_LIVED_UPGRADE if from_zero else UpgradePlan(),
             maintenance_interval=pool.maintenance_interval,
             max_pods_per_node=TPU_MAX_PODS_PER_NODE,
             disk_size_gb=pool.disk_size_gb,

@@ -25,21 +25,18 @@ TPU_TAINT_KEY = TPU_RESOURCE
 TPU_TAINT_VALUE = "present"
 QUEUED_TAINT_KEY = QUEUED_LABEL
 
-# Capacity modes whose nodes carry a label (and for queued, a taint) that workloads must select/tolerate.
+# Capacity modes whose nodes carry a label GKE sets (or, for queued, a label and taint) that workloads select.
 _CAPACITY_LABELS = {"spot": {SPOT_LABEL: "true"}, "queued": {QUEUED_LABEL: "true"}}
 
 
-def capacity_class(capacity: str) -> str:
-    """Nodes differ by capacity only for spot (preemptible) and queued (DWS-gated); on-demand, reservation
-    and flex-start nodes of one shape are interchangeable and share the class `standard`."""
-    return capacity if capacity in ("spot", "queued") else "standard"
-
-
 def tpu_node_labels(spec: TpuSpec, capacity: str) -> dict[str, str]:
-    """Labels every node of a TPU pool carries (GKE's and tpuplane's): what flavors and pods select."""
-    labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology,
-              CAPACITY_LABEL: capacity_class(capacity)}
-    labels.update(_CAPACITY_LABELS.get(capacity_class(capacity), {}))
+    """Labels every node of a TPU pool carries (GKE's and tpuplane's): what flavors and pods select.
+
+    Every capacity mode is its own class: on-demand, reservation, flex-start, spot and queued nodes differ in
+    what GKE does to them (reservation-backed, short-lived with a run duration, preemptible, DWS-gated), so a
+    workload that asks for one capacity must never land on another's nodes."""
+    labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology, CAPACITY_LABEL: capacity}
+    labels.update(_CAPACITY_LABELS.get(capacity, {}))
     return dict(sorted(labels.items()))
 
 
@@ -49,8 +46,8 @@ def pool_node_labels(capacity: str) -> dict[str, str]:
     Queued-provisioning nodes get their taint from GKE, but the label only if the pool declares it
     (Cluster Toolkit's practice), and workloads need it to select those nodes.
     """
-    labels = {CAPACITY_LABEL: capacity_class(capacity)}
-    if capacity_class(capacity) == "queued":
+    labels = {CAPACITY_LABEL: capacity}
+    if capacity == "queued":
         labels.update(_CAPACITY_LABELS["queued"])
     return dict(sorted(labels.items()))
 
@@ -73,7 +70,7 @@ def dedicated_toleration(owner: str) -> dict[str, str]:
 def tpu_node_taints(capacity: str) -> list[dict[str, str]]:
     """Kubernetes taints (pod-side effect names) a TPU pool carries: only TPU pods land there."""
     taints = [{"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NoSchedule"}]
-    if capacity_class(capacity) == "queued":
+    if capacity == "queued":
         taints.append({"key": QUEUED_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
     return taints
 

@@ -29,9 +29,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tpuplane.infra.fleet.machines import machine_shape as gce_machine_shape
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.pathways.images import pull_policy
-from tpuplane.infra.batch.kueue import cpu_machine_shape
 from tpuplane.infra.pathways.proxy import PROXY_RESOURCES
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -147,8 +147,8 @@ def pathways_cpu_requirements() -> MachineShape:
 
 def machine_shape(machine_type: str) -> MachineShape | None:
     """vCPUs and GiB of a GCE machine type such as `n2-standard-64`; None when its name does not say."""
-    shape = cpu_machine_shape(machine_type)
-    return MachineShape(shape[0], shape[1] // 1024) if shape else None
+    shape = gce_machine_shape(machine_type)
+    return MachineShape(shape.vcpus, shape.memory_mib // 1024) if shape else None
 
 
 # ---- the JobSet ------------------------------------------------------------------------------------------------

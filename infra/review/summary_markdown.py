@@ -101,10 +101,18 @@ def mermaid(summary: FleetSummary) -> list[str]:
         cohort = f"<br/>cohort {q.cohort}" if q.cohort else ""
         lines.append(f'  {_node_id("cq", q.name)}[/"ClusterQueue {_label(q.name)}{cohort}"/]')
         for flavor in q.flavors:
-            quota = ", ".join(f"{x.resource}={x.nominal}" for x in q.quotas if x.flavor == flavor)
+            quota = ", ".join(f"{x.resource}={x.nominal}" for x in _edge_quotas(q.quotas, flavor))
             lines.append(f'  {_node_id("flavor", flavor)} -- "{_label(quota)}" --> {_node_id("cq", q.name)}')
         for local in q.local_queues:
             lines.append(f'  {_node_id("lq", local)}("LocalQueue {_label(local)}")')
             lines.append(f'  {_node_id("cq", q.name)} --> {_node_id("lq", local)}')
     lines.append("```")
     return lines
+
+
+def _edge_quotas(quotas, flavor: str) -> list:
+    """What a flavor -> ClusterQueue edge says: the TPU quota of a TPU flavor (its cpu and memory follow from its
+    host VMs), otherwise the flavor's non-zero quotas (the CPU flavor holds no TPU)."""
+    own = [x for x in quotas if x.flavor == flavor]
+    tpu = [x for x in own if x.resource == "google.com/tpu" and x.nominal != "0"]
+    return tpu or [x for x in own if x.nominal != "0"] or own
