@@ -8,7 +8,9 @@ otherwise; JobSets a Pulumi stack owns have none (see `tpuplane.components.workl
 
 from __future__ import annotations
 
+import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -64,6 +66,17 @@ def _print_yaml(objects: list[dict[str, Any]], checked: list[dict[str, Any]] | N
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False))
 
 
+def _check_schedule(jobsets: list[dict[str, Any]], cfg: StackConfig | None) -> None:
+    """With a stack, refuse what Kueue would never admit or the scheduler never place (`workload check`)."""
+    if cfg is None:
+        return
+    from tpuplane.infra.batch.schedule_check import schedule_problems
+
+    problems = schedule_problems(jobsets, cfg)
+    if problems:
+        raise ConfigError(problems)
+
+
 def _fail(exc: ConfigError) -> None:
     Console(stderr=True, emoji=False).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_BAD_INPUT)
@@ -105,9 +118,70 @@ def render_command(
                                    ttl_seconds_after_finished=ttl)
         except ValidationError as exc:
             raise _model_error(exc) from None
-        _print_yaml([render_tpu_jobset(spec, _stack_config(stack, config, project_dir))])
+        cfg = _stack_config(stack, config, project_dir)
+        jobset = render_tpu_jobset(spec, cfg)
+        _check_schedule([jobset], cfg)
+        _print_yaml([jobset])
     except ConfigError as exc:
         _fail(exc)
+
+
+class CheckFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@app.command("check")
+def check_command(
+    file: Path = typer.Argument(..., help="YAML of JobSets and/or Jobs (several documents allowed), e.g. "
+                                          "`workload render` or `xpk workload create --dry-run` output."),
+    stack: Optional[str] = _STACK,
+    config: Optional[Path] = _CONFIG,
+    project_dir: Path = _PROJECT,
+    fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f", help="table, or json for scripts."),
+) -> None:
+    """Would Kueue admit it and could its pods run? Simulates flavor assignment, quota (with the cohort) and node
+    placement on the stack's pools; exit 0 when every workload can run, 1 when one cannot, 2 on bad input."""
+    from tpuplane.infra.batch.schedule_check import check_workload, stack_facts
+    from tpuplane.infra.yaml_input import MAX_YAML_BYTES, load_yaml_documents, read_text_bounded
+
+    try:
+        cfg = _stack_config(stack or ("dev" if config is None else None), config, project_dir)
+        source = str(file)
+        documents = load_yaml_documents(read_text_bounded(file, source, MAX_YAML_BYTES, "workload YAML"), source)
+        if not documents or not all(isinstance(d, dict) for d in documents):
+            raise ConfigError.at(source, f"{len(documents)} document(s)", "one or more JobSet or Job objects",
+                                 "pass the YAML you would `kubectl apply -f`")
+        facts = stack_facts(cfg)
+        results = [check_workload(doc, facts) for doc in documents]
+    except ConfigError as exc:
+        _fail(exc)
+    if fmt is CheckFormat.json:
+        sys.stdout.write(json.dumps([r.to_json() for r in results], indent=2, sort_keys=True) + "\n")
+    else:
+        _print_checks(results)
+    raise typer.Exit(0 if all(r.ok for r in results) else 1)
+
+
+def _print_checks(results: list) -> None:
+    from rich.table import Table
+
+    console = Console(emoji=False, highlight=False, width=160 if not sys.stdout.isatty() else None)
+    for result in results:
+        verdict = "[green]can run[/]" if result.ok else "[red]cannot run[/]"
+        console.print(f"[bold]{escape(result.workload)}[/] in {escape(result.namespace)} via LocalQueue "
+                      f"{escape(result.queue or '-')} -> ClusterQueue {escape(result.cluster_queue or '-')}: {verdict}")
+        if result.pod_sets:
+            table = Table(box=None, pad_edge=False)
+            for column in ("pod set", "pods", "requests per pod", "flavor", "node pools"):
+                table.add_column(column)
+            for p in result.pod_sets:
+                requests = ", ".join(f"{k}={v}" for k, v in p.to_json()["requests"].items()) or "-"
+                pools = ", ".join(p.pools[:4]) + (f" (+{len(p.pools) - 4})" if len(p.pools) > 4 else "")
+                table.add_row(escape(p.name), str(p.pods), escape(requests), escape(p.flavor or "-"), escape(pools or "-"))
+            console.print(table)
+        for problem in result.all_problems():
+            console.print(f"  [red]x[/] {escape(problem)}", soft_wrap=True)
 
 
 @experiment_app.command("render")
@@ -123,7 +197,9 @@ def experiment_render_command(
         experiment = load_experiment(file)
         if experiment.ttl_seconds_after_finished is None:
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
-        jobsets = render_experiment(experiment, _stack_config(stack, config, project_dir))
+        cfg = _stack_config(stack, config, project_dir)
+        jobsets = render_experiment(experiment, cfg)
+        _check_schedule(jobsets, cfg)
         # Trials differ only in their id (one length for all) and their parameters, passed as args and env
         # values, which any string satisfies: the first and last JobSet stand for all (checking 1,000 takes 10 s).
         _print_yaml(jobsets, checked=jobsets[:1] + jobsets[-1:])

@@ -164,13 +164,28 @@ class _Builder:
 
 def load_yaml(text: str, source: str) -> Any:
     """The one YAML document in `text`, strictly (see the module docstring); ConfigError names `source:line`."""
+    return _load(text, source, single=True)[0]
+
+
+def load_yaml_documents(text: str, source: str) -> list[Any]:
+    """Every document of a YAML stream (`---` separated, as `kubectl apply -f` reads it), each as strictly as
+    `load_yaml`; empty documents are left out."""
+    return [doc for doc in _load(text, source, single=False) if doc is not None]
+
+
+def _load(text: str, source: str, *, single: bool) -> list[Any]:
     if len(text) > MAX_YAML_BYTES:
         raise ConfigError.at(source, f"{len(text)} characters", f"at most {MAX_YAML_BYTES} bytes",
                              "is it the right file?")
     composer = None
     try:
         composer = _Composer(text)  # the reader refuses control characters at once
-        node = composer.get_single_node()
+        if single:
+            nodes = [composer.get_single_node()]
+        else:
+            nodes = []
+            while composer.check_node():
+                nodes.append(composer.get_node())
     except yaml.MarkedYAMLError as exc:
         where = f"{source}:{exc.problem_mark.line + 1}" if exc.problem_mark else source
         raise ConfigError.at(where, "invalid YAML", "a YAML document", f"{exc.problem or exc}") from None
@@ -179,7 +194,7 @@ def load_yaml(text: str, source: str) -> Any:
     finally:
         if composer is not None:
             composer.dispose()
-    return None if node is None else _Builder(source).build(node)
+    return [None if node is None else _Builder(source).build(node) for node in nodes]
 
 
 def read_text_bounded(path: Path, source: str, limit: int, what: str) -> str:

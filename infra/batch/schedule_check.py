@@ -1,0 +1,451 @@
+"""Will it schedule? What Kueue and kube-scheduler would do with a JobSet or Job on a stack, decided offline.
+
+The simulation reads the very objects the stack deploys (ResourceFlavors, ClusterQueues, LocalQueues, rendered by
+`tpuplane.infra.batch.kueue`) and the node pools it plans (`tpuplane.infra.fleet.nodepools`), then follows Kueue's
+documented flavor assignment: per pod set and resource group, the ClusterQueue's flavors in order; a flavor fits
+when the pod's node selector and required node affinity agree with the flavor's node labels (on the flavor's own
+label keys), when the pod (with the flavor's tolerations) tolerates the flavor's node taints, and when the quota,
+with what the cohort can lend, could ever hold the pod set. Admitted pods carry the flavor's node labels and
+tolerations; kube-scheduler then needs a node pool whose labels, taints and allocatable TPU/cpu/memory fit them.
+
+"Could ever" is the question: the check judges an empty cluster (no other workload holds quota), so a workload it
+passes may still wait its turn, but one it refuses would never run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from tpuplane.infra.batch.kueue import CPU_FLAVOR, render_cluster_queues, render_flavors, render_local_queues
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
+from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
+from tpuplane.infra.fleet.nodepools import plan_tpu_pools
+from tpuplane.infra.fleet.scheduling import (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    NODEPOOL_LABEL,
+    PLACEMENT_POLICY_LABEL,
+    TPU_RESOURCE,
+    tpu_node_labels,
+    tpu_node_taints,
+)
+
+if TYPE_CHECKING:
+    from tpuplane.infra.config import StackConfig
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+_GKE_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
+_MIB = Decimal(2**20)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the stack offers
+
+
+@dataclass(frozen=True)
+class NodePoolFacts:
+    """One node pool as kube-scheduler sees its nodes."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Mapping[str, str], ...]
+    nodes: int
+    tpu_chips: int  # per node
+    cpu: Decimal | None  # allocatable cores per node; None when the machine's shape is unknown
+    memory_mib: Decimal | None
+
+
+@dataclass(frozen=True)
+class StackFacts:
+    """The Kueue objects and node pools of one stack."""
+
+    flavors: Mapping[str, Mapping[str, Any]]
+    cluster_queues: Mapping[str, Mapping[str, Any]]
+    local_queues: Mapping[tuple[str, str], str]  # (namespace, name) -> ClusterQueue
+    pools: tuple[NodePoolFacts, ...]
+
+
+def _allocatable(machine_type: str) -> tuple[Decimal | None, Decimal | None]:
+    shape = machine_shape(machine_type)
+    if shape is None:
+        return None, None
+    allocatable = gke_allocatable(shape)
+    return Decimal(allocatable.millicores) / 1000, Decimal(allocatable.memory_mib)
+
+
+def stack_facts(cfg: "StackConfig") -> StackFacts:
+    """Everything the simulation needs, from the same renderers and plans the stack program uses."""
+    pools = []
+    for group in plan_tpu_pools(cfg):
+        cpu, memory = _allocatable(group.spec.machine_type)
+        for pool in group.pools:
+            labels = {**tpu_node_labels(group.spec, group.config.capacity.value), **pool.labels,
+                      INSTANCE_TYPE_LABEL: pool.machine_type, NODEPOOL_LABEL: pool.name}
+            if pool.workload_policy is not None:
+                labels[PLACEMENT_POLICY_LABEL] = pool.workload_policy.name
+            taints = {(t["key"], t["effect"]): t for t in tpu_node_taints(group.config.capacity.value)}
+            for taint in pool.taints:
+                effect = _GKE_EFFECTS.get(taint["effect"], taint["effect"])
+                taints[(taint["key"], effect)] = {**taint, "effect": effect}
+            pools.append(NodePoolFacts(pool.name, labels, tuple(taints.values()), group.spec.vms_per_slice,
+                                       group.spec.chips_per_vm, cpu, memory))
+    cpu_pool = cfg.cluster.cpu_pool
+    cpu, memory = _allocatable(cpu_pool.machine_type)
+    pools.append(NodePoolFacts(CPU_POOL_NAME, {NODEPOOL_LABEL: CPU_POOL_NAME, INSTANCE_TYPE_LABEL: cpu_pool.machine_type},
+                               (), cpu_pool.max_nodes, 0, cpu, memory))
+    return StackFacts(
+        flavors={f["metadata"]["name"]: f for f in render_flavors(cfg, CPU_POOL_NAME)},
+        cluster_queues={q["metadata"]["name"]: q for q in render_cluster_queues(cfg)},
+        local_queues={(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
+                      for q in render_local_queues(cfg)},
+        pools=tuple(pools),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the workload asks for
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """Kueue's unit of admission: the pods of one replicated job (or of a Job)."""
+
+    name: str
+    count: int  # pods in all
+    per_job: int  # pods of one child Job (a slice's worth for TPU jobs)
+    template: Mapping[str, Any]  # the pod spec
+    requests: Mapping[str, Decimal]  # per pod; cpu in cores, memory in MiB, others in units
+
+
+def _quantity(value: Any, resource: str, where: str) -> Decimal:
+    from kubernetes.utils import parse_quantity  # the kubernetes client: infra extra
+
+    try:
+        amount = parse_quantity(value)
+    except (ValueError, TypeError, ArithmeticError):
+        raise ConfigError.at(where, value, "a Kubernetes quantity such as 4, 500m, 16Gi") from None
+    return amount / _MIB if resource == "memory" else amount
+
+
+def _container_requests(container: Mapping[str, Any], where: str) -> dict[str, Decimal]:
+    resources = container.get("resources") or {}
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}  # requests default to limits
+    return {name: _quantity(value, name, f"{where}.resources.{name}") for name, value in merged.items()}
+
+
+def pod_requests(pod: Mapping[str, Any], where: str) -> dict[str, Decimal]:
+    """What Kueue counts for one pod: its containers' requests added up, and the largest init container's (native
+    sidecars, init containers that keep running, add up too)."""
+    total: dict[str, Decimal] = {}
+    for i, container in enumerate(pod.get("containers") or []):
+        for name, amount in _container_requests(container, f"{where}.containers[{i}]").items():
+            total[name] = total.get(name, Decimal(0)) + amount
+    init_peak: dict[str, Decimal] = {}
+    for i, container in enumerate(pod.get("initContainers") or []):
+        requests = _container_requests(container, f"{where}.initContainers[{i}]")
+        if container.get("restartPolicy") == "Always":
+            for name, amount in requests.items():
+                total[name] = total.get(name, Decimal(0)) + amount
+        else:
+            for name, amount in requests.items():
+                init_peak[name] = max(init_peak.get(name, Decimal(0)), amount)
+    for name, amount in init_peak.items():
+        total[name] = max(total.get(name, Decimal(0)), amount)
+    return {name: amount for name, amount in sorted(total.items()) if amount}
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def pod_sets(manifest: Mapping[str, Any]) -> list[PodSet]:
+    """The pod sets of a JobSet (one per replicated job) or of a Job."""
+    kind = manifest.get("kind")
+    spec = manifest.get("spec") or {}
+    if kind == "JobSet":
+        sets = []
+        for i, rjob in enumerate(spec.get("replicatedJobs") or []):
+            job_spec = (rjob.get("template") or {}).get("spec") or {}
+            per_job = _int(job_spec.get("parallelism"), 1)
+            pod = ((job_spec.get("template") or {}).get("spec")) or {}
+            where = f"spec.replicatedJobs[{i}].template.spec.template.spec"
+            sets.append(PodSet(str(rjob.get("name", i)), _int(rjob.get("replicas"), 1) * per_job, per_job, pod,
+                               pod_requests(pod, where)))
+        return sets
+    if kind == "Job":
+        per_job = _int(spec.get("parallelism"), 1)
+        pod = (spec.get("template") or {}).get("spec") or {}
+        return [PodSet("main", per_job, per_job, pod, pod_requests(pod, "spec.template.spec"))]
+    raise ConfigError.at("kind", kind, "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)",
+                         "the check simulates the workloads Kueue manages in a tpuplane stack")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Matching: selectors, affinity, taints
+
+
+def _expression_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    return False  # Gt/Lt on labels tpuplane never sets
+
+
+def _required_terms(pod: Mapping[str, Any]) -> list[list[Mapping[str, Any]]]:
+    required = (((pod.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    return [term.get("matchExpressions") or [] for term in required.get("nodeSelectorTerms") or []]
+
+
+def selects(pod: Mapping[str, Any], labels: Mapping[str, str], *, keys: Iterable[str] | None = None) -> bool:
+    """Do the pod's node selector and required node affinity accept nodes with `labels`? With `keys`, only
+    those label keys are judged (Kueue judges a flavor on its own label keys only)."""
+    judged = set(labels) if keys is None else set(keys)
+    selector = pod.get("nodeSelector") or {}
+    for key, value in selector.items():
+        if key in judged and labels.get(key) != value:
+            return False
+        if keys is None and key not in labels:
+            return False
+    terms = _required_terms(pod)
+    if not terms:
+        return True
+    return any(all(_expression_holds(e, labels) for e in term if keys is None or e.get("key") in judged)
+               for term in terms)
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return not toleration.get("key") or toleration.get("key") == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated(taints: Iterable[Mapping[str, Any]], tolerations: list[Mapping[str, Any]]) -> list[str]:
+    """The scheduling taints (NoSchedule, NoExecute) that no toleration covers, as `key=value:effect`."""
+    return [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints
+            if t.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(x, t) for x in tolerations)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Kueue: flavor assignment and quota
+
+
+def _entries(cluster_queue: Mapping[str, Any]) -> list[tuple[list[str], list[Mapping[str, Any]]]]:
+    return [(g["coveredResources"], g["flavors"]) for g in cluster_queue["spec"]["resourceGroups"]]
+
+
+def _amount(entry: Mapping[str, Any], key: str, resource: str) -> Decimal | None:
+    if key not in entry:
+        return None
+    return _quantity(entry[key], resource, f"ClusterQueue quota {entry['name']}")
+
+
+def reach(facts: StackFacts, queue: str, flavor: str, resource: str) -> Decimal:
+    """The most of `resource` in `flavor` the queue could ever be admitted: its nominal quota plus what it may
+    borrow from its cohort (capped by its borrowingLimit; what others lend is capped by their lendingLimit)."""
+
+    def entry_of(name: str) -> Mapping[str, Any] | None:
+        for _, flavors in _entries(facts.cluster_queues[name]):
+            for f in flavors:
+                if f["name"] == flavor:
+                    return next((r for r in f["resources"] if r["name"] == resource), None)
+        return None
+
+    own = entry_of(queue)
+    if own is None:
+        return Decimal(0)
+    nominal = _amount(own, "nominalQuota", resource) or Decimal(0)
+    cohort = facts.cluster_queues[queue]["spec"].get("cohortName")
+    if not cohort:
+        return nominal
+    lendable = Decimal(0)
+    for name, other in facts.cluster_queues.items():
+        if name == queue or other["spec"].get("cohortName") != cohort:
+            continue
+        entry = entry_of(name)
+        if entry is not None:
+            lent = _amount(entry, "lendingLimit", resource)
+            lendable += lent if lent is not None else (_amount(entry, "nominalQuota", resource) or Decimal(0))
+    limit = _amount(own, "borrowingLimit", resource)
+    return nominal + (min(lendable, limit) if limit is not None else lendable)
+
+
+def _fmt(resource: str, amount: Decimal) -> str:
+    if resource == "memory":
+        return f"{amount.normalize():f}Mi"
+    return f"{amount.normalize():f}"
+
+
+@dataclass(frozen=True)
+class PodSetCheck:
+    """What happens to one pod set: the flavor Kueue gives it, where its pods can run, and why not."""
+
+    name: str
+    pods: int
+    requests: Mapping[str, Decimal]
+    flavor: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    pools: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "pods": self.pods,
+                "requests": {k: _fmt(k, v) for k, v in self.requests.items()}, "flavor": self.flavor,
+                "nodeSelector": dict(self.node_selector), "tolerations": [dict(t) for t in self.tolerations],
+                "nodePools": list(self.pools), "problems": list(self.problems)}
+
+
+@dataclass(frozen=True)
+class ScheduleCheck:
+    workload: str
+    namespace: str
+    queue: str
+    cluster_queue: str | None
+    pod_sets: tuple[PodSetCheck, ...]
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not any(p.problems for p in self.pod_sets)
+
+    def all_problems(self) -> list[str]:
+        return [*self.problems, *(f"{p.name}: {problem}" for p in self.pod_sets for problem in p.problems)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workload": self.workload, "namespace": self.namespace, "queue": self.queue,
+                "clusterQueue": self.cluster_queue, "admissible": self.ok, "problems": list(self.problems),
+                "podSets": [p.to_json() for p in self.pod_sets]}
+
+
+def _assign_flavor(facts: StackFacts, queue: str, pod_set: PodSet,
+                   used: dict[tuple[str, str], Decimal]) -> tuple[str | None, list[str]]:
+    """Kueue's first-fit over the ClusterQueue's flavors for the resource group covering the pod set's requests
+    (a pod set needing two groups is judged per group; tpuplane's queues have one)."""
+    requested = [r for r in pod_set.requests]
+    covered = {r for resources, _ in _entries(facts.cluster_queues[queue]) for r in resources}
+    missing = [r for r in requested if r not in covered]
+    if missing:
+        return None, [f"requests {', '.join(missing)}, which ClusterQueue {queue} does not cover "
+                      f"(it covers {', '.join(sorted(covered))}): Kueue leaves the workload inadmissible"]
+    chosen: str | None = None
+    reasons: list[str] = []
+    for resources, flavors in _entries(facts.cluster_queues[queue]):
+        wanted = [r for r in requested if r in resources]
+        if not wanted:
+            continue
+        for flavor_quota in flavors:
+            name = flavor_quota["name"]
+            flavor = facts.flavors.get(name, {"spec": {}})
+            spec = flavor.get("spec") or {}
+            labels = spec.get("nodeLabels") or {}
+            if not selects(pod_set.template, labels, keys=labels):
+                reasons.append(f"flavor {name}: node selector/affinity disagrees with its labels")
+                continue
+            taints = untolerated(spec.get("nodeTaints") or [],
+                                 [*(pod_set.template.get("tolerations") or []), *(spec.get("tolerations") or [])])
+            if taints:
+                reasons.append(f"flavor {name}: taint {taints[0]} not tolerated")
+                continue
+            short = []
+            for resource in wanted:
+                need = pod_set.requests[resource] * pod_set.count + used.get((name, resource), Decimal(0))
+                most = reach(facts, queue, name, resource)
+                if need > most:
+                    short.append(f"{resource} {_fmt(resource, need)} > {_fmt(resource, most)}")
+            if short:
+                reasons.append(f"flavor {name}: quota too small even with the cohort ({'; '.join(short)})")
+                continue
+            for resource in wanted:
+                used[(name, resource)] = used.get((name, resource), Decimal(0)) + pod_set.requests[resource] * pod_set.count
+            chosen = name
+            break
+        else:
+            return None, ["no flavor fits: " + "; ".join(reasons)]
+    return chosen, []
+
+
+def _pool_problem(pool: NodePoolFacts, pod: Mapping[str, Any], pod_set: PodSet, selector: Mapping[str, str],
+                  tolerations: list[Mapping[str, Any]]) -> str | None:
+    if not selects({**pod, "nodeSelector": selector}, pool.labels):
+        return "labels do not match the node selector/affinity"
+    taints = untolerated(pool.taints, tolerations)
+    if taints:
+        return f"taint {taints[0]} not tolerated"
+    tpu = pod_set.requests.get(TPU_RESOURCE, Decimal(0))
+    if tpu and tpu != pool.tpu_chips:
+        return (f"asks for {_fmt(TPU_RESOURCE, tpu)} TPU chips per pod, its VMs have {pool.tpu_chips}"
+                if pool.tpu_chips else "has no TPUs")
+    for resource, allocatable in (("cpu", pool.cpu), ("memory", pool.memory_mib)):
+        need = pod_set.requests.get(resource)
+        if need and allocatable is not None and need > allocatable:
+            return f"asks for {_fmt(resource, need)} {resource} per pod, its VMs give pods {_fmt(resource, allocatable)}"
+    if tpu and pool.nodes and pod_set.per_job > pool.nodes:
+        return f"one Job has {pod_set.per_job} pods, a slice has {pool.nodes} VMs"
+    return None
+
+
+def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCheck:
+    """Simulate Kueue admission and node placement of one JobSet or Job on the stack."""
+    meta = manifest.get("metadata") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace") or "default")
+    queue = str((meta.get("labels") or {}).get(QUEUE_LABEL, ""))
+    sets = pod_sets(manifest)
+    if not queue:
+        return ScheduleCheck(name, namespace, queue, None, (), (
+            f"no {QUEUE_LABEL} label: Kueue leaves the workload alone, and no quota or flavor applies",))
+    cluster_queue = facts.local_queues.get((namespace, queue))
+    if cluster_queue is None:
+        known = ", ".join(f"{ns}/{q}" for ns, q in sorted(facts.local_queues)) or "none"
+        return ScheduleCheck(name, namespace, queue, None, (), (
+            f"no LocalQueue {queue} in namespace {namespace}; the stack has {known}",))
+    exclusive = EXCLUSIVE_TOPOLOGY_ANNOTATION in (meta.get("annotations") or {})
+    used: dict[tuple[str, str], Decimal] = {}
+    checks = []
+    for pod_set in sets:
+        flavor, problems = _assign_flavor(facts, cluster_queue, pod_set, used)
+        spec = (facts.flavors.get(flavor, {}).get("spec") or {}) if flavor else {}
+        selector = {**(pod_set.template.get("nodeSelector") or {}), **(spec.get("nodeLabels") or {})}
+        tolerations = [*(pod_set.template.get("tolerations") or []), *(spec.get("tolerations") or [])]
+        pools: tuple[str, ...] = ()
+        if flavor:
+            fits = {pool.name: _pool_problem(pool, pod_set.template, pod_set, selector, tolerations)
+                    for pool in facts.pools}
+            pools = tuple(n for n, problem in fits.items() if problem is None)
+            if not pools:
+                why = "; ".join(f"{n}: {p}" for n, p in fits.items() if p and "labels do not match" not in p)
+                problems.append("no node pool can run its pods" + (f" ({why})" if why else
+                                                                    ": no pool's labels match its node selector"))
+            elif pod_set.requests.get(TPU_RESOURCE) and not exclusive and len(sets) and pod_set.count > pod_set.per_job:
+                problems.append(f"several slices without the {EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation: "
+                                "a slice's pods may spread over several node pools")
+        checks.append(PodSetCheck(pod_set.name, pod_set.count, pod_set.requests, flavor, dict(sorted(selector.items())),
+                                  tuple(tolerations), pools, tuple(problems)))
+    return ScheduleCheck(name, namespace, queue, cluster_queue, tuple(checks))
+
+
+def schedule_problems(manifests: Iterable[Mapping[str, Any]], cfg: "StackConfig") -> list[Problem]:
+    """The check as problems, for the renderers: a workload the stack could never run is refused up front."""
+    facts = stack_facts(cfg)
+    problems = []
+    for manifest in manifests:
+        result = check_workload(manifest, facts)
+        problems += [Problem(f"{manifest['kind']} {result.workload}", problem, "a workload the stack can run",
+                             "tpuplane workload check FILE explains each step")
+                     for problem in result.all_problems()]
+    return problems
+
+
+__all__ = ["CPU_FLAVOR", "NodePoolFacts", "PodSet", "PodSetCheck", "ScheduleCheck", "StackFacts", "check_workload",
+           "pod_requests", "pod_sets", "reach", "schedule_problems", "selects", "stack_facts", "untolerated"]

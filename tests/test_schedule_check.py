@@ -1,0 +1,213 @@
+"""`tpuplane workload check`: Kueue's flavor assignment and the scheduler's placement, simulated on a stack.
+
+The workloads under tests/workloads/ come from three places: tpuplane's own renderer, the shape
+`xpk workload create --dry-run` prints, and a hand-written MaxText-style JobSet whose TPU pods also ask for
+cpu and memory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tpuplane.cli.main import app
+from tpuplane.cli.plan import read_stack_file
+from tpuplane.infra.batch.schedule_check import check_workload, stack_facts
+from tpuplane.infra.batch.workload import TpuJob, TpuWorkloadSpec, render_tpu_jobset
+from tpuplane.infra.config import load_stack_config
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = Path(__file__).resolve().parent / "workloads"
+
+
+@pytest.fixture(scope="module")
+def dev_cfg():
+    return load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.dev.yaml", "tpuplane"))
+
+
+@pytest.fixture(scope="module")
+def dev(dev_cfg):
+    return stack_facts(dev_cfg)
+
+
+def workload(name: str) -> dict:
+    return yaml.safe_load((WORKLOADS / name).read_text())
+
+
+def pod_spec(manifest: dict) -> dict:
+    return manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def test_check_workload_tpuplane_rendered_jobset_can_run(dev_cfg, dev):
+    spec = TpuWorkloadSpec(name="train", jobs=[TpuJob(tpu_type="v6e-16", slices=2, capacity="spot", image="i",
+                                                      command="python train.py")])
+    result = check_workload(render_tpu_jobset(spec, dev_cfg), dev)
+
+    assert result.ok, result.all_problems()
+    [pod_set] = result.pod_sets
+    assert (pod_set.flavor, pod_set.pools) == ("tpu-v6e-slice-4x4-spot", ("train-0", "train-1"))
+
+
+def test_check_workload_xpk_jobset_gets_the_tpu_flavor_and_both_slices(dev):
+    result = check_workload(workload("xpk_v6e_16_x2.yaml"), dev)
+
+    assert result.ok, result.all_problems()
+    assert result.pod_sets[0].flavor == "tpu-v6e-slice-4x4-spot"
+    assert result.pod_sets[0].node_selector["tpuplane.dev/capacity"] == "spot"
+
+
+def test_check_workload_tpu_pod_requesting_cpu_and_memory_lands_on_tpu_nodes_only(dev):
+    """Kueue merges the node labels of every flavor it assigns: the pod must get cpu and memory from its TPU
+    flavor, never the CPU pool's `gke-nodepool` label next to its TPU selectors."""
+    result = check_workload(workload("handwritten_cpu_memory.yaml"), dev)
+
+    assert result.ok, result.all_problems()
+    [pod_set] = result.pod_sets
+    assert pod_set.flavor == "tpu-v6e-slice-4x4-spot"
+    assert "cloud.google.com/gke-nodepool" not in pod_set.node_selector
+    assert pod_set.pools == ("train-0", "train-1")
+
+
+def test_check_workload_cpu_only_job_takes_the_cpu_flavor_and_pool(dev):
+    result = check_workload(workload("cpu_job.yaml"), dev)
+
+    assert result.ok, result.all_problems()
+    assert (result.pod_sets[0].flavor, result.pod_sets[0].pools) == ("cpu", ("cpu",))
+
+
+def test_check_workload_tpu_pod_asking_more_memory_than_its_vm_is_refused_with_the_vms_allocatable(dev):
+    manifest = workload("handwritten_cpu_memory.yaml")
+    pod_spec(manifest)["containers"][0]["resources"] = {"limits": {"google.com/tpu": 4, "memory": "800Gi"}}
+
+    result = check_workload(manifest, dev)
+
+    assert not result.ok
+    assert "asks for 819200Mi memory per pod, its VMs give pods" in result.all_problems()[0]
+
+
+def test_check_workload_tpu_request_other_than_the_vms_chips_is_refused(dev):
+    manifest = workload("xpk_v6e_16_x2.yaml")
+    pod_spec(manifest)["containers"][0]["resources"]["limits"]["google.com/tpu"] = 2
+
+    [problem] = check_workload(manifest, dev).all_problems()
+
+    assert "asks for 2 TPU chips per pod, its VMs have 4" in problem
+
+
+def test_check_workload_job_with_more_pods_than_a_slice_has_vms_is_refused(dev):
+    manifest = workload("xpk_v6e_16_x2.yaml")
+    manifest["spec"]["replicatedJobs"][0]["replicas"] = 1
+    manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 8
+
+    [problem] = check_workload(manifest, dev).all_problems()
+
+    assert "one Job has 8 pods, a slice has 4 VMs" in problem
+
+
+def test_check_workload_more_slices_than_the_quota_holds_is_refused(dev):
+    manifest = workload("xpk_v6e_16_x2.yaml")
+    manifest["spec"]["replicatedJobs"][0]["replicas"] = 3
+
+    [problem] = check_workload(manifest, dev).all_problems()
+
+    assert "quota too small even with the cohort (google.com/tpu 48 > 32)" in problem
+
+
+def test_check_workload_selector_no_flavor_offers_is_refused(dev):
+    manifest = workload("xpk_v6e_16_x2.yaml")
+    pod_spec(manifest)["nodeSelector"]["cloud.google.com/gke-tpu-topology"] = "8x8"
+
+    [problem] = check_workload(manifest, dev).all_problems()
+
+    assert problem.startswith("slice-job: no flavor fits")
+    assert "tpu-v6e-slice-4x4-spot: node selector/affinity disagrees with its labels" in problem
+
+
+def test_check_workload_capacity_the_stack_lacks_is_refused(dev):
+    manifest = workload("xpk_v6e_16_x2.yaml")
+    pod_spec(manifest)["nodeSelector"]["tpuplane.dev/capacity"] = "flex-start"
+
+    assert "no flavor fits" in check_workload(manifest, dev).all_problems()[0]
+
+
+def test_check_workload_unknown_local_queue_names_the_stacks_queues(dev):
+    manifest = workload("cpu_job.yaml")
+    manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "research"
+
+    assert check_workload(manifest, dev).problems == (
+        "no LocalQueue research in namespace default; the stack has default/multislice-queue",)
+
+
+def test_check_workload_resource_no_group_covers_is_inadmissible(dev):
+    manifest = workload("cpu_job.yaml")
+    manifest["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = 1
+
+    [problem] = check_workload(manifest, dev).all_problems()
+
+    assert "requests nvidia.com/gpu, which ClusterQueue cluster-queue does not cover" in problem
+
+
+def test_check_workload_team_quota_counts_what_the_cohort_lends():
+    """research owns 3 of 4 v6e-16 spot slices and may borrow 1 more: 4 slices could be admitted, 5 never."""
+    cfg = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.pathways.yaml", "tpuplane"))
+    facts = stack_facts(cfg)
+    manifest = workload("xpk_v6e_16_x2.yaml")
+    manifest["metadata"]["namespace"] = "research"
+    manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "research"
+    manifest["spec"]["replicatedJobs"][0]["replicas"] = 4
+    assert check_workload(manifest, facts).ok, check_workload(manifest, facts).all_problems()
+
+    manifest["spec"]["replicatedJobs"][0]["replicas"] = 5
+    assert "google.com/tpu 80 > 64" in check_workload(manifest, facts).all_problems()[0]
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def test_workload_check_cli_exits_0_when_every_workload_can_run(runner):
+    result = runner.invoke(app, ["workload", "check", str(WORKLOADS / "handwritten_cpu_memory.yaml"),
+                                 "--stack", "dev", "--project-dir", str(ROOT)])
+
+    assert result.exit_code == 0, result.output
+    assert "maxtext in default via LocalQueue multislice-queue -> ClusterQueue cluster-queue: can run" in result.output
+
+
+def test_workload_check_cli_exits_1_and_says_why_when_one_cannot(runner, tmp_path):
+    manifest = workload("xpk_v6e_16_x2.yaml")
+    manifest["spec"]["replicatedJobs"][0]["replicas"] = 3
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump_all([workload("cpu_job.yaml"), manifest]))
+
+    result = runner.invoke(app, ["workload", "check", str(path), "--stack", "dev", "--project-dir", str(ROOT),
+                                 "--format", "json"])
+
+    assert result.exit_code == 1
+    checks = json.loads(result.output)
+    assert [c["admissible"] for c in checks] == [True, False]
+    assert checks[1]["podSets"][0]["problems"][0].startswith("no flavor fits")
+
+
+def test_workload_check_cli_refuses_a_file_of_no_workloads_with_exit_2(runner, tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("---\n")
+
+    result = runner.invoke(app, ["workload", "check", str(path), "--stack", "dev", "--project-dir", str(ROOT)])
+
+    assert result.exit_code == 2
+    assert "one or more JobSet or Job objects" in result.output
+
+
+def test_workload_check_cli_refuses_another_kind_with_exit_2(runner, tmp_path):
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}))
+
+    result = runner.invoke(app, ["workload", "check", str(path), "--stack", "dev", "--project-dir", str(ROOT)])
+
+    assert result.exit_code == 2
+    assert "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)" in result.output
