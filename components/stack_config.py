@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import CONFIG
 
-from tpuplane.components.reservation import external_reservation_problems
+from tpuplane.components.reservation_lookup import external_reservation_problems
 from tpuplane.infra.config import StackConfig, load_stack_config
 from tpuplane.infra.errors import ConfigError
 
