@@ -57,6 +57,7 @@ class TpuCluster(pulumi.ComponentResource):
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(),
             datapath_provider="ADVANCED_DATAPATH",
+            enable_multi_networking=plan.multi_networking or None,  # Dataplane V2 above is its prerequisite
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(workload_pool=plan.workload_pool),
             addons_config=gcp.container.ClusterAddonsConfigArgs(
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)),

@@ -40,6 +40,8 @@ def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: s
         queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
         if plan.queued_provisioning else None,
         max_pods_per_node=plan.max_pods_per_node,
+        network_config=gcp.container.NodePoolNetworkConfigArgs(
+            accelerator_network_profile=plan.accelerator_network_profile) if plan.accelerator_network_profile else None,
         management=gcp.container.NodePoolManagementArgs(auto_repair=plan.auto_repair, auto_upgrade=plan.auto_upgrade),
         upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
             strategy=plan.upgrade.strategy, max_surge=plan.upgrade.max_surge,

@@ -130,6 +130,8 @@ class TpuPoolConfig(ConfigModel):
     disk_size_gb: int | None = Field(None, ge=10, le=65536)
     disk_type: str | None = Field(None, pattern="^(pd-standard|pd-balanced|pd-ssd|hyperdisk-balanced|"
                                                 "hyperdisk-extreme|hyperdisk-throughput)$")
+    # GKE's automated accelerator networking (extra NICs, managed DRANET); None: on for v6e, off otherwise.
+    accelerator_network: bool | None = None
 
     @cached_property
     def spec(self) -> TpuSpec:

@@ -129,7 +129,8 @@ def test_tpu_slice_pool_queued_enables_queued_provisioning_with_its_node_label(f
     pool = node_pool(fleet, "queued-0")
 
     assert pool["queuedProvisioning"] == {"enabled": True}
-    assert pool["nodeConfig"]["labels"] == {"cloud.google.com/gke-queued": "true", "tpuplane.dev/capacity": "queued"}
+    assert pool["nodeConfig"]["labels"] == {"cloud.google.com/gke-queued": "true", "tpuplane.dev/capacity": "queued",
+                                            "cloud.google.com/gke-networking-dra-driver": "true"}
     assert pool["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4, "locationPolicy": "ANY"}
     assert "nodeCount" not in pool
     assert pool["nodeConfig"]["reservationAffinity"] == NO_RESERVATION

@@ -75,7 +75,8 @@ def test_plan_pool_group_queued_enables_queued_provisioning_and_labels_its_nodes
     pool = plan_pool(name="q", tpuType="v6e-16", capacity="queued").pools[0]
 
     assert pool.queued_provisioning is True
-    assert pool.labels == {"cloud.google.com/gke-queued": "true", "tpuplane.dev/capacity": "queued"}
+    assert pool.labels == {"cloud.google.com/gke-queued": "true", "tpuplane.dev/capacity": "queued",
+                           "cloud.google.com/gke-networking-dra-driver": "true"}  # v6e: accelerator networking
     assert pool.node_count is None
     assert pool.autoscaling == Autoscaling(min_node_count=0, max_node_count=4, location_policy="ANY")
     assert pool.reservation_affinity == ReservationAffinity("NO_RESERVATION")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import yaml
 
 from tpuplane.infra.config import ReservationConfig, StackConfig
+from tpuplane.infra.fleet.networking import accelerator_networking
 from tpuplane.infra.naming import node_service_account_id
 
 CPU_POOL_NAME = "cpu"
@@ -26,6 +27,7 @@ class ClusterPlan:
     workload_pool: str
     service_account_id: str
     resource_labels: dict[str, str]
+    multi_networking: bool  # required by pools with automated accelerator networking
 
 
 def plan_cluster(cfg: StackConfig) -> ClusterPlan:
@@ -38,6 +40,7 @@ def plan_cluster(cfg: StackConfig) -> ClusterPlan:
         workload_pool=f"{cfg.project}{WORKLOAD_POOL_SUFFIX}",
         service_account_id=node_service_account_id(c.name),
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
+        multi_networking=any(accelerator_networking(pool) for pool in cfg.tpu_pools),
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.config import Capacity, StackConfig, TpuPoolConfig
 from tpuplane.infra.naming import workload_policy_name
+from tpuplane.infra.fleet.networking import ACCELERATOR_NETWORK_PROFILE, accelerator_networking, networking_labels
 from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, dedicated_taint, pool_node_labels, pool_taints, slice_chips
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -86,6 +87,7 @@ class SlicePoolPlan:
     disk_size_gb: int | None
     disk_type: str | None
     chips: int
+    accelerator_network_profile: str | None = None  # "auto": GKE attaches the machine's extra NICs
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
 
     def labels(i: int) -> dict[str, str]:
         own = {DEDICATED_KEY: cfg.pathways.name} if i < dedicated and cfg.pathways else {}
-        return dict(sorted({**pool_node_labels(pool.capacity.value), **own}.items()))
+        return dict(sorted({**pool_node_labels(pool.capacity.value), **networking_labels(pool), **own}.items()))
 
     def taints(i: int) -> list[dict[str, str]]:
         return pool_taints() + ([dedicated_taint(cfg.pathways.name)] if i < dedicated and cfg.pathways else [])
@@ -155,6 +157,7 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
             disk_size_gb=pool.disk_size_gb,
             disk_type=pool.disk_type,
             chips=slice_chips(spec, 1),
+            accelerator_network_profile=ACCELERATOR_NETWORK_PROFILE if accelerator_networking(pool) else None,
         )
         for i, name in enumerate(pool.node_pool_names)
     ]

@@ -200,6 +200,7 @@ REPLACEMENT_RULES: Mapping[str, tuple[ReplacementRule, ...]] = {
         *_rules(_FORCE_NEW, "cluster", "location", "project", "name", "namePrefix", "initialNodeCount",
                 "placementPolicy", "queuedProvisioning", "maxPodsPerNode",
                 "networkConfig.additionalNodeNetworkConfigs", "networkConfig.additionalPodNetworkConfigs",
+                "networkConfig.acceleratorNetworkProfile",
                 "networkConfig.createPodRange", "networkConfig.podRange", "networkConfig.podIpv4CidrBlock"),
         *_rules(_FORCE_NEW, *(f"nodeConfig.{f}" for f in (
             "spot", "preemptible", "flexStart", "maxRunDuration", "reservationAffinity", "serviceAccount",
@@ -212,6 +213,7 @@ REPLACEMENT_RULES: Mapping[str, tuple[ReplacementRule, ...]] = {
     ),
     CLUSTER: (
         *_rules(_FORCE_NEW, "location", "project", "name", "network", "subnetwork", "networkingMode",
+                "enableMultiNetworking",
                 "ipAllocationPolicy", "clusterIpv4Cidr", "defaultMaxPodsPerNode", "datapathProvider",
                 "privateClusterConfig.enablePrivateNodes", "privateClusterConfig.masterIpv4CidrBlock",
                 "privateClusterConfig.privateEndpointSubnetwork", "enableAutopilot", "enableKubernetesAlpha",

@@ -402,6 +402,9 @@ def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[
                       _text(node_config.get("machineType"))) else capacity)]
         if node_config.get("maxRunDuration"):
             props.append(("max run", _text(node_config["maxRunDuration"])))
+        profile = _dig(inputs, "networkConfig", "acceleratorNetworkProfile")
+        if profile:
+            props.append(("accelerator network", _text(profile)))
         locations = inputs.get("nodeLocations") or [inputs.get("location")]
         props.append(("zones", ",".join(_text(z) for z in locations if z)))
         return props
