@@ -44,7 +44,7 @@ def _table(results: list["SweepResult"], dry_run: bool) -> Table:
 def run_janitor(kube: "KubeApi", *, namespace: Optional[str], all_namespaces: bool, stale_after: float,
                 dry_run: bool, console: Console, now: Optional[float] = None) -> int:
     """Find stale proxies, delete them unless dry_run, print the table; returns the exit status."""
-    from tpuplane.runtime.connect import resolve_namespace
+    from tpuplane.runtime.session import resolve_namespace
     from tpuplane.runtime.janitor import SweepResult, delete_proxies, find_stale_proxies
 
     scope = None if all_namespaces else resolve_namespace(namespace, kube.context_namespace())

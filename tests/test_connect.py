@@ -28,8 +28,8 @@ from tpuplane.infra.pathways import proxy
 from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.service import pathways_service_address, render_pathways_service_jobset
-from tpuplane.runtime import connect as connect_module
-from tpuplane.runtime.connect import ConnectError, ProxyNotReady, connect, describe_pod, recent_events
+from tpuplane.runtime import session as session_module
+from tpuplane.runtime.session import ConnectError, ProxyNotReady, connect, describe_pod, recent_events
 from tpuplane.runtime.janitor import stale_proxies
 from tpuplane.runtime.kube import ApiUnreachable
 
@@ -205,7 +205,7 @@ def forwarder_argvs(kubectl: Path) -> list[list[str]]:
 
 @pytest.fixture(autouse=True)
 def clean_jax_env(monkeypatch):
-    for name in connect_module.JAX_SETTINGS:
+    for name in session_module.JAX_SETTINGS:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -662,7 +662,7 @@ def test_connect_sigint_inside_the_session_is_a_keyboard_interrupt_after_cleanup
 CHILD = textwrap.dedent("""\
     import json, sys
     from rich.console import Console
-    from tpuplane.runtime.connect import connect
+    from tpuplane.runtime.session import connect
 
     class FileKube:
         '''Stand-in for KubeApi (no API server here) that keeps its Jobs in a JSON file the test reads.'''
@@ -734,9 +734,9 @@ def test_connect_deletes_a_job_stored_before_the_response_was_lost(lost, kubectl
 
 
 def test_connect_conflict_leaves_the_other_job_alone(kubectl, console, monkeypatch):
-    monkeypatch.setattr(connect_module, "_random_suffix", lambda: "taken")
+    monkeypatch.setattr(session_module, "_random_suffix", lambda: "taken")
     kube = FakeKube()
-    name = proxy.proxy_job_name(connect_module._user(), "taken")
+    name = proxy.proxy_job_name(session_module._user(), "taken")
     kube.jobs[("default", name)] = {"metadata": {"name": name}}
     kube.create_errors.append(api_error(409, "Conflict", f'jobs.batch "{name}" already exists'))
     with pytest.raises(ConnectError, match="409 Conflict"):

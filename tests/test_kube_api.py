@@ -258,7 +258,7 @@ def test_kube_api_wait_caps_the_request_by_the_time_left(silent_port, tmp_path, 
 def test_connect_against_a_stalled_server_fails_within_bounds(silent_port, tmp_path, monkeypatch):
     from rich.console import Console
 
-    from tpuplane.runtime.connect import ConnectError, connect
+    from tpuplane.runtime.session import ConnectError, connect
 
     kubeconfig(tmp_path, monkeypatch, silent_port)
     kube = KubeApi.from_context(request_timeout=(0.5, 0.5))

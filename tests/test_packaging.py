@@ -8,7 +8,7 @@ import tomllib
 
 from conftest import REPO
 
-RUNTIME_MODULES = ["tpuplane.runtime.connect", "tpuplane.runtime.janitor", "tpuplane.runtime.local_sidecar",
+RUNTIME_MODULES = ["tpuplane.runtime.session", "tpuplane.runtime.janitor", "tpuplane.runtime.local_sidecar",
                    "tpuplane.runtime.colocated", "tpuplane.runtime.remote_iterator", "tpuplane.runtime.sidecar_worker"]
 
 
