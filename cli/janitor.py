@@ -70,7 +70,7 @@ def janitor_command(
     all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A", help="Sweep every namespace."),
 ) -> None:
     """Delete Pathways proxy Jobs left behind by clients that died without cleaning up."""
-    from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
+    from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi, KubeConfigError
 
     console = Console()
     if all_namespaces and namespace:
@@ -80,6 +80,9 @@ def janitor_command(
         kube = KubeApi.from_context(context)
         status = run_janitor(kube, namespace=namespace, all_namespaces=all_namespaces, stale_after=stale_after,
                              dry_run=dry_run, console=console)
+    except KubeConfigError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except ApiException as error:
         typer.echo(f"Kubernetes API error: {error.status} {error.reason}", err=True)
         raise typer.Exit(EXIT_DELETE_FAILED) from None

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client import ApiException
 
@@ -36,6 +37,10 @@ class ApiUnreachable(ConnectionError):
 
 def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(_SERVICE_ACCOUNT_NAMESPACE)
+
+
+class KubeConfigError(ValueError):
+    """No usable kubeconfig: missing, malformed, or without the context asked for. Bad input, never a crash."""
 
 
 class KubeApi:
@@ -69,11 +74,24 @@ class KubeApi:
                 return cls(client.ApiClient(configuration), handle.read().strip() or None,
                            request_timeout=request_timeout)
         config_file = os.environ.get("KUBECONFIG") or None  # read now: a notebook may set it after import
-        contexts, current = config.list_kube_config_contexts(config_file)
-        chosen = next((c for c in contexts if c["name"] == context), None) if context else current
-        namespace = ((chosen or {}).get("context") or {}).get("namespace")
-        api_client = config.new_client_from_config(config_file, context=context, persist_config=False,
-                                                   client_configuration=configuration)
+        where = config_file or config.KUBE_CONFIG_DEFAULT_LOCATION
+        try:
+            contexts, current = config.list_kube_config_contexts(config_file)
+            names = [c.get("name") for c in contexts]
+            if context is not None and context not in names:
+                raise KubeConfigError(f"--context: got {context!r}; allowed: a context of {where}: "
+                                      f"{', '.join(map(str, names)) or 'none'}")
+            chosen = next((c for c in contexts if c["name"] == context), None) if context else current
+            namespace = ((chosen or {}).get("context") or {}).get("namespace")
+            api_client = config.new_client_from_config(config_file, context=context, persist_config=False,
+                                                       client_configuration=configuration)
+        except KubeConfigError:
+            raise
+        except yaml.YAMLError as exc:  # never quote the file: a kubeconfig holds tokens
+            raise KubeConfigError(f"kubeconfig {where}: not valid YAML ({type(exc).__name__})") from None
+        except (config.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise KubeConfigError(f"kubeconfig {where}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]} "
+                                  "(hint: set KUBECONFIG, or run `gcloud container clusters get-credentials`)") from None
         return cls(api_client, namespace, request_timeout=request_timeout)
 
     def context_namespace(self) -> str | None:

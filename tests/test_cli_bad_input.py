@@ -191,8 +191,6 @@ users: [{name: u, user: {token: SECRETVALUE42}}]
 contexts: [{name: ctx, context: {cluster: c, user: u}}]
 current-context: ctx
 """
-_RUNTIME = pytest.mark.xfail(strict=True, reason="cli/janitor.py and cli/sidecar_run.py belong to the runtime "
-                                                 "engineer (issue 10): drop this mark when they exit 2 cleanly")
 RUNTIME_CASES = {
     "janitor without kubeconfig": ({}, ["janitor", "--dry-run"], {"KUBECONFIG": "{f}/none"}),
     "janitor malformed kubeconfig": ({"kc": "garbage: [\n"}, ["janitor", "--dry-run"], {"KUBECONFIG": "{f}/kc"}),
@@ -203,6 +201,6 @@ RUNTIME_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, marks=_RUNTIME) for case in sorted(RUNTIME_CASES)])
+@pytest.mark.parametrize("case", sorted(RUNTIME_CASES))
 def test_cli_bad_input_runtime_commands_exit_2_without_traceback(tmp_path, case):
     assert_refused(run_case(tmp_path, *RUNTIME_CASES[case]))
