@@ -37,6 +37,7 @@ import contextlib
 import getpass
 import json
 import os
+import math
 import secrets
 import signal
 import string
@@ -57,6 +58,7 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
 from tpuplane.runtime.port_forward import ForwarderError, PortForwarder, free_local_port, kubectl_port_forward_argv
 
+MAX_LIFETIME_SECONDS = 366 * 24 * 3600  # the proxy Job's activeDeadlineSeconds
 DEFAULT_TIMEOUT_SECONDS = 600.0  # cold pools and first image pulls take minutes, not the public client's 30 s
 DEFAULT_HEARTBEAT_SECONDS = 30.0
 # The janitor's default judges a proxy dead after 600 s of silence: at least four beats must fit in that window,
@@ -208,7 +210,8 @@ class _Request:
 
 
 def _positive(value: object, path: str, problems: list[Problem], allowed: str = "a number > 0") -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    """A finite number above zero: NaN compares false with everything, so it is refused by name."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         problems.append(Problem(path, value, allowed))
 
 
@@ -244,7 +247,12 @@ def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket:
                                 f"{pathways_service} is not a tpuplane service address "
                                 f"(<name>-pathways-head-0-0.<name>[.<namespace>.svc]:<port>), so the service's "
                                 f"server image cannot be looked up; pass the proxy_server image with its tag"))
-    _positive(max_lifetime, "max_lifetime", problems, "whole seconds > 0")
+    _positive(max_lifetime, "max_lifetime", problems, f"whole seconds > 0, at most {MAX_LIFETIME_SECONDS}")
+    if not any(p.path == "max_lifetime" for p in problems) and (
+            max_lifetime != int(max_lifetime) or max_lifetime > MAX_LIFETIME_SECONDS):
+        problems.append(Problem("max_lifetime", max_lifetime, f"whole seconds > 0, at most {MAX_LIFETIME_SECONDS}",
+                                "a proxy that outlives a year is a leak, not a session"
+                                if max_lifetime > MAX_LIFETIME_SECONDS else ""))
     if not problems and max_lifetime <= timeout:
         problems.append(Problem("max_lifetime", max_lifetime, f"more than timeout ({timeout:g} s)"))
     if context is not None and (not isinstance(context, str) or not context.strip()):

@@ -281,6 +281,12 @@ def process_gone(pid: int) -> bool:
     ({"heartbeat_interval": proxy.DEFAULT_STALE_AFTER_SECONDS / 4 + 1}, "heartbeat_interval"),
     ({"pathways_service": "pathways-rm.team-a.svc:29001"}, "proxy_image"),  # no JobSet to read the image from
     ({"max_lifetime": 3, "timeout": 10}, "max_lifetime"),
+    ({"max_lifetime": float("nan")}, "max_lifetime"),
+    ({"max_lifetime": float("inf")}, "max_lifetime"),
+    ({"max_lifetime": 2**70}, "max_lifetime"),
+    ({"max_lifetime": 3600.5}, "max_lifetime"),
+    ({"timeout": float("nan")}, "timeout"),
+    ({"heartbeat_interval": float("nan")}, "heartbeat_interval"),
 ])
 def test_connect_rejects_bad_input_before_creating_anything(overrides, path, kubectl, console):
     kube = FakeKube()
