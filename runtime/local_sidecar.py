@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 WORKER_MODULE = "tpuplane.runtime.sidecar_worker"
+SESSION_ENV = "TPUPLANE_SIDECAR_SESSION"
 
 
 class SidecarStartError(SidecarError):
@@ -133,12 +134,15 @@ class LocalSidecar:
     `python` is the worker's interpreter (default: this one). With `venv_requirements`, the worker runs in a venv
     built from that file with `python`, cached by its content (see `ensure_sidecar_venv`). `env` adds variables
     to the worker's environment (e.g. XLA_FLAGS). `shutdown_timeout` bounds every wait on a worker that is going
-    away: for its `bye`, for its exit, and for its connection to close once it has exited. `worker_args` are passed
-    to the worker module; only tests use them (`--fault`, `--report-versions`).
+    away: for its `bye`, for its exit, and for its connection to close once it has exited. `worker_command` is how
+    the interpreter runs the worker (default `-m tpuplane.runtime.sidecar_worker`); tests run a misbehaving one.
 
-    The worker runs in its own session and process group, which is killed as a whole on close and on the worker's
-    death, so helpers it forked (a data loader, a multiprocessing pool) neither outlive it nor keep its connection
-    open. Its own session also keeps a Ctrl-C meant for the client from killing it mid-call.
+    Every process a call starts dies with the sidecar, whatever it does to its session or process group. The
+    worker runs in its own session and process group, killed as a whole on close and on the worker's death; it is
+    also a child subreaper that kills all its descendants before it exits (double forks and `setsid` helpers
+    included); and when the worker itself had to be killed, close() kills the processes that still carry this
+    sidecar's `TPUPLANE_SIDECAR_SESSION` marker in their environment. Its own session also keeps a Ctrl-C meant for
+    the client from killing it mid-call.
 
     A call abandoned by its `timeout` or by an interrupt stays pending: the worker finishes it, and its reply is read
     and dropped before the next reply (which therefore waits until the worker is free). Not thread-safe: one
@@ -154,7 +158,7 @@ class LocalSidecar:
         env: Mapping[str, str] | None = None,
         connect_timeout: float = 30.0,
         shutdown_timeout: float = 5.0,
-        worker_args: Sequence[str] = (),
+        worker_command: Sequence[str] = ("-m", WORKER_MODULE),
     ) -> None:
         protocol.require_cloudpickle()  # fail here, with what to install, rather than at the first call
         interpreter = str(python or sys.executable)
@@ -165,7 +169,8 @@ class LocalSidecar:
         self.connect_timeout = connect_timeout
         self.shutdown_timeout = shutdown_timeout
         self.versions: protocol.RuntimeVersions | None = None  # the worker's, once the handshake is done
-        self._command = [interpreter, "-m", WORKER_MODULE, *worker_args]
+        self._command = [interpreter, *worker_command]
+        self._session = secrets.token_hex(8)  # marks every process of this sidecar (see `_kill_marked`)
         self._extra_env = dict(env or {})
         self._process: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
@@ -187,7 +192,7 @@ class LocalSidecar:
         token = secrets.token_hex(16)
         with socket.create_server(("127.0.0.1", 0), backlog=1) as listener:
             port = listener.getsockname()[1]
-            env = {**os.environ, **self._extra_env, protocol.TOKEN_ENV: token,
+            env = {**os.environ, **self._extra_env, protocol.TOKEN_ENV: token, SESSION_ENV: self._session,
                    # The real sidecar has none of the client's working directory: do not import from it either.
                    "PYTHONSAFEPATH": "1"}
             self._process = subprocess.Popen([*self._command, "--connect", f"127.0.0.1:{port}"], env=env,
@@ -265,6 +270,7 @@ class LocalSidecar:
         if self._process is not None:
             self._kill_group()
             self._process.wait()
+            _kill_marked(self._session)
         if self._sock is not None:
             self._sock.close()
         self._selector.close()
@@ -508,7 +514,9 @@ def _describe_status(returncode: int) -> str:
 
 
 def _name_of(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or repr(fn)
+    """A short name for messages and the request header: never a callable object's whole repr."""
+    name = getattr(fn, "__qualname__", None)
+    return name[:200] if isinstance(name, str) and name else _short_repr(fn)
 
 
 def _describe_unpicklable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception) -> str:
@@ -530,8 +538,32 @@ def _describe_unpicklable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 
 def _short_repr(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception as exc:  # noqa: BLE001 - a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__} whose repr() failed: {type(exc).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _kill_marked(session: str) -> None:
+    """SIGKILL the processes that carry this sidecar's session marker: descendants of a worker that was killed
+    before it could kill them itself (they were reparented away from it). Only our own processes are readable."""
+    marker = f"{SESSION_ENV}={session}".encode()
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # -- running one function ---------------------------------------------------------------------------------------

@@ -46,6 +46,9 @@ BYE = "bye"
 _PREFIX = struct.Struct(">Q")
 # A header is a few hundred bytes; a length beyond this means the stream is not ours or is out of step.
 MAX_HEADER_BYTES = 1 << 20
+# Bounds both sides enforce before allocating: a garbled or hostile length prefix must not ask for exabytes.
+MAX_FRAME_BYTES = 8 << 30  # one pickled buffer (a large array travels as one out-of-band frame)
+MAX_FRAMES = 65536
 # sendmsg() takes at most IOV_MAX (1024 on Linux) buffers per call; each frame needs two.
 _MAX_IOVECS = 512
 
@@ -143,9 +146,14 @@ def recv_message(sock: socket.socket, wait: Wait | None = None) -> Message:
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
         raise ProtocolError(f"header frame is not an object with a string 'type': {raw[:200]!r}")
     count = header.get("frames", 0)
-    if not isinstance(count, int) or count < 0:
-        raise ProtocolError(f"header announces {count!r} frames")
-    frames = [_recv_exactly(sock, _recv_prefix(sock, wait), wait) for _ in range(count)]
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_FRAMES:
+        raise ProtocolError(f"header announces {str(count)[:40]} frames; at most {MAX_FRAMES}")
+    frames = []
+    for _ in range(count):
+        size = _recv_prefix(sock, wait)
+        if size > MAX_FRAME_BYTES:
+            raise ProtocolError(f"frame of {size} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+        frames.append(_recv_exactly(sock, size, wait))
     return Message(header, frames)
 
 

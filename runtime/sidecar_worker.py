@@ -3,68 +3,131 @@
 Started by the client as `python -m tpuplane.runtime.sidecar_worker --connect 127.0.0.1:PORT` with the
 client's secret in the environment. It dials back to the client (which listens), says `hello`, then serves one
 request at a time until `shutdown` or until the client goes away. Every failure inside a call (unpickling the
-request, running the function, pickling the result) is sent back with its traceback; only the process dying
-ends a call without a reply.
+request, running the function, pickling the result) is sent back with its traceback, bounded in size, whatever
+the exception does in `__str__`; only the process dying ends a call without a reply.
 
-`--report-versions` and `--fault` exist only so the client's tests can play a skewed image or a broken worker
-with a real process; a real sidecar never uses them.
+Every process a called function starts dies with the worker, whatever it does to its session or process group:
+the worker is a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so orphans of double forks and `setsid`
+helpers become its children, and it kills and reaps all its descendants before it exits. Descendants also carry
+the client's `TPUPLANE_SIDECAR_SESSION` marker in their environment, by which the client finds them when the
+worker itself was killed before it could clean up.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import ctypes
 import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from typing import Any
 
 from tpuplane.runtime import sidecar_protocol as protocol
 
-# Test-only misbehaviours: never dial back; answer with the next request's id; answer with an id never sent.
-FAULTS = ("never-connect", "wrong-reply-id", "stale-reply-id")
-_REPLY_ID_OFFSETS = {"wrong-reply-id": 1, "stale-reply-id": -1}
+_PR_SET_CHILD_SUBREAPER = 36
+MAX_ERROR_MESSAGE_CHARS = 64 * 1024  # an exception's message in an error reply; the rest is cut with a marker
+MAX_TRACEBACK_CHARS = 256 * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
     options = _parse_args(argv)
     token = os.environ.pop(protocol.TOKEN_ENV, "")  # user code running here has no business reading it
-    if options.fault == "never-connect":
-        while True:
-            signal.pause()
-    host, _, port = options.connect.rpartition(":")
-    with socket.create_connection((host, int(port))) as sock:
-        protocol.configure_socket(sock)
-        versions = {**protocol.local_versions().to_json(), **options.report_versions}
-        protocol.send_message(
-            sock,
-            {"type": protocol.HELLO, "protocol": protocol.PROTOCOL_VERSION, "token": token, "pid": os.getpid(),
-             "versions": versions},
-        )
-        _serve(sock, reply_id_offset=_REPLY_ID_OFFSETS.get(options.fault, 0))
+    _become_subreaper()
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        host, _, port = options.connect.rpartition(":")
+        with socket.create_connection((host, int(port))) as sock:
+            protocol.configure_socket(sock)
+            protocol.send_message(
+                sock,
+                {"type": protocol.HELLO, "protocol": protocol.PROTOCOL_VERSION, "token": token, "pid": os.getpid(),
+                 "versions": protocol.local_versions().to_json()},
+            )
+            _serve(sock)
+    finally:
+        kill_descendants()
     return 0
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tpuplane.runtime.sidecar_worker", description=__doc__)
     parser.add_argument("--connect", required=True, help="HOST:PORT where the client listens")
-    parser.add_argument(
-        "--report-versions", type=json.loads, default={},
-        help='test only: JSON object overriding versions sent in hello, e.g. {"jax": "0.4.0"} (a skewed image)',
-    )
-    parser.add_argument("--fault", choices=FAULTS, help="test only: behave like a broken worker")
     return parser.parse_args(argv)
 
 
-def _serve(sock: socket.socket, *, reply_id_offset: int) -> None:
+def _exit_on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through main's finally: descendants die first
+
+
+def _become_subreaper() -> None:
+    """Orphans of the processes a call starts are reparented here, not to init, so they can be found and killed."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return children
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                children += [int(c) for c in handle.read().split()]
+        except OSError:
+            continue
+    return children
+
+
+def _descendants(pid: int) -> list[int]:
+    found, stack = [], _children(pid)
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack += _children(child)
+    return found
+
+
+def kill_descendants(timeout: float = 5.0) -> None:
+    """SIGKILL every descendant and reap the ones that are ours (as a subreaper, every orphan below is), until
+    none is left: a dying process may have forked once more. Gives up after `timeout` (a process stuck in the
+    kernel cannot be killed any faster)."""
+    me, deadline = os.getpid(), time.monotonic() + timeout
+    while True:
+        _reap_exited()
+        found = _descendants(me)
+        if not found or time.monotonic() > deadline:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)
+
+
+def _reap_exited() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _serve(sock: socket.socket) -> None:
     while True:
         try:
             request = protocol.recv_message(sock)
         except protocol.PeerClosed:
             return  # the client went away: nothing left to serve
-        reply_id = request.header.get("id", 0) + reply_id_offset
+        reply_id = request.header.get("id", 0)
         if request.type == protocol.SHUTDOWN:
             protocol.send_message(sock, {"type": protocol.BYE, "id": reply_id})
             return
@@ -96,13 +159,34 @@ def _run_call(frames: list[bytearray]) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _error_header(exc: BaseException, phase: str) -> dict[str, Any]:
+    """An error reply that always fits the protocol's header limit, whatever the exception's message is or does."""
     return {
         "type": protocol.ERROR,
         "phase": phase,
-        "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
+        "exc_type": _bounded(f"{type(exc).__module__}.{type(exc).__qualname__}", 1024),
+        "message": _bounded(_safe_str(exc), MAX_ERROR_MESSAGE_CHARS),
+        "traceback": _bounded(_safe_traceback(exc), MAX_TRACEBACK_CHARS),
     }
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException as failure:  # noqa: BLE001 - a broken __str__ must not end the worker
+        return f"<str() of the exception failed: {type(failure).__name__}>"
+
+
+def _safe_traceback(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(exc))
+    except BaseException as failure:  # noqa: BLE001
+        return f"<the traceback could not be formatted: {type(failure).__name__}>"
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [{len(text) - limit} more characters cut by the sidecar worker]"
 
 
 def _capabilities(*, with_jax: bool) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """LocalSidecar against real worker processes over real loopback sockets.
 
-Broken or skewed workers are real processes too: `--fault` and `--report-versions` (test-only worker flags) make
-the real worker misbehave, and `--report-versions` simulates a sidecar image built with other versions.
+Broken or skewed workers are real processes too: tests/faulty_sidecar_worker.py runs the real worker patched to
+misbehave or to claim other versions (a sidecar image built with them); the shipped worker has no such switch.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -289,8 +290,16 @@ def test_local_sidecar_worker_exiting_before_connecting_reports_its_status(tmp_p
     assert_reaped(bare.pid)
 
 
+def faulty(*fault_args: str, **options) -> LocalSidecar:
+    """A LocalSidecar whose worker is the real one patched to misbehave (tests/faulty_sidecar_worker.py)."""
+    tests = str(Path(__file__).resolve().parent)
+    return LocalSidecar(worker_command=("-m", "faulty_sidecar_worker", *fault_args),
+                        env={"PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))},
+                        **options)
+
+
 def test_local_sidecar_accept_timeout_kills_a_worker_that_never_connects():
-    silent = LocalSidecar(worker_args=["--fault", "never-connect"], connect_timeout=0.5)
+    silent = faulty("--fault", "never-connect", connect_timeout=0.5)
     with pytest.raises(SidecarStartError, match=r"did not connect within 0.5 s"):
         silent.start()
     assert silent.returncode == -signal.SIGKILL
@@ -298,8 +307,8 @@ def test_local_sidecar_accept_timeout_kills_a_worker_that_never_connects():
 
 
 def test_local_sidecar_version_mismatch_names_the_skewed_package():
-    """--report-versions makes the real worker claim another jax, as a sidecar image built for it would."""
-    skewed = LocalSidecar(worker_args=["--report-versions", '{"jax": "0.4.35"}'])
+    """The faulty worker claims another jax, as a sidecar image built for it would."""
+    skewed = faulty("--report-versions", '{"jax": "0.4.35"}')
     with pytest.raises(SidecarVersionMismatch, match=r"jax: client \S+, worker 0.4.35") as caught:
         skewed.start()
     assert caught.value.mismatches == [f"jax: client {protocol.local_versions().jax}, worker 0.4.35"]
@@ -307,7 +316,7 @@ def test_local_sidecar_version_mismatch_names_the_skewed_package():
 
 
 def test_local_sidecar_reply_with_wrong_request_id_is_a_protocol_error():
-    with LocalSidecar(worker_args=["--fault", "wrong-reply-id"]) as confused:
+    with faulty("--fault", "wrong-reply-id") as confused:
         with pytest.raises(protocol.ProtocolError, match=r"reply to request 1 \(capability_probe\) carries id 2"):
             confused.probe()
         assert_reaped(confused.pid)
@@ -315,7 +324,7 @@ def test_local_sidecar_reply_with_wrong_request_id_is_a_protocol_error():
 
 def test_local_sidecar_reply_with_an_id_never_pending_is_a_protocol_error():
     """Replies to abandoned requests are dropped, but an id lower than expected that nobody waits for is not one."""
-    with LocalSidecar(worker_args=["--fault", "stale-reply-id"]) as confused:
+    with faulty("--fault", "stale-reply-id") as confused:
         with pytest.raises(protocol.ProtocolError, match=r"reply to request 1 \(capability_probe\) carries id 0"):
             confused.probe()
         assert_reaped(confused.pid)
@@ -507,3 +516,117 @@ def test_local_sidecar_runs_in_a_venv_built_from_requirements(tmp_path):
         assert in_venv.versions == protocol.local_versions()
         six_file = in_venv.call(lambda: __import__("six").__file__)
     assert six_file.startswith(str(tmp_path / "venvs"))
+
+
+# -- whatever a function does, it cannot outlive the sidecar, break it, or flood it --------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie has exited: it only waits for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_dead(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _alive(pid)
+
+
+def start_session_helper() -> int:
+    """A helper in a session of its own, as `start_new_session=True` makes it: outside the worker's group."""
+    return subprocess.Popen(["sleep", "600"], start_new_session=True, stdout=subprocess.DEVNULL).pid
+
+
+def start_double_forked_helper() -> int:
+    """A daemon-style helper: `setsid` in a background job of a shell that exits at once (an orphan)."""
+    out = subprocess.run(["sh", "-c", "setsid sleep 600 >/dev/null 2>&1 & echo $!"], capture_output=True,
+                         text=True, check=True)
+    return int(out.stdout)
+
+
+def start_helper_then_die(pid_file: str) -> None:
+    """A helper outside the group, then the worker killed hard: it never gets to clean up after itself."""
+    Path(pid_file).write_text(str(start_double_forked_helper()))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("start", [start_session_helper, start_double_forked_helper])
+def test_local_sidecar_close_kills_helpers_that_left_the_workers_session(start):
+    with LocalSidecar() as sidecar:
+        helper = sidecar.call(start)
+        assert _alive(helper)
+    assert _wait_dead(helper)
+
+
+def test_local_sidecar_close_kills_helpers_of_a_worker_that_was_killed_hard(tmp_path):
+    pid_file = tmp_path / "helper.pid"
+    sidecar = LocalSidecar().start()
+    with pytest.raises(SidecarDied):
+        sidecar.call(start_helper_then_die, str(pid_file))
+    sidecar.close()
+    assert _wait_dead(int(pid_file.read_text()))
+
+
+class UnprintableError(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ is broken too")
+
+
+def raise_unprintable():
+    raise UnprintableError()
+
+
+def raise_huge(size):
+    raise ValueError("x" * size)
+
+
+def test_local_sidecar_exception_whose_str_raises_comes_back_as_remote_error(sidecar):
+    with pytest.raises(RemoteError) as caught:
+        sidecar.call(raise_unprintable)
+    assert caught.value.exc_type.endswith("UnprintableError")
+    assert "str() of the exception failed" in caught.value.remote_message
+    assert sidecar.call(scale, [1]) == [1]  # the worker lives on
+
+
+def test_local_sidecar_exception_message_over_a_megabyte_is_cut_not_fatal(sidecar):
+    with pytest.raises(RemoteError) as caught:
+        sidecar.call(raise_huge, 3 << 20)
+    assert len(caught.value.remote_message) < 100_000
+    assert "more characters cut by the sidecar worker" in caught.value.remote_message
+    assert sidecar.call(scale, [2]) == [2]
+
+
+class HugeRepr:
+    def __repr__(self):
+        return "r" * (2 << 20)
+
+    def __call__(self):
+        os._exit(3)
+
+
+def test_local_sidecar_died_message_stays_short_whatever_the_callables_repr(sidecar):
+    with pytest.raises(SidecarDied) as caught:
+        sidecar.call(HugeRepr())
+    assert len(str(caught.value)) < 2000
+
+
+def test_sidecar_worker_ships_no_test_switches():
+    help_text = subprocess.run([sys.executable, "-m", "tpuplane.runtime.sidecar_worker", "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    assert "--connect" in help_text
+    assert "--fault" not in help_text and "--report-versions" not in help_text
+
+
+def test_sidecar_protocol_refuses_a_frame_larger_than_the_limit():
+    """A length prefix asking for more than MAX_FRAME_BYTES is refused before anything is allocated."""
+    left, right = socket.socketpair()
+    with left, right:
+        header = b'{"frames":1,"type":"result"}'
+        left.sendall(protocol._PREFIX.pack(len(header)) + header + protocol._PREFIX.pack(protocol.MAX_FRAME_BYTES + 1))
+        with pytest.raises(protocol.ProtocolError, match="exceeds the"):
+            protocol.recv_message(right)

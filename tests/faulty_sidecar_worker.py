@@ -1,0 +1,47 @@
+"""A misbehaving sidecar worker, for the client's tests only: the real worker module, patched to play a broken or
+skewed sidecar image. Run as `python -m faulty_sidecar_worker --fault F [--report-versions JSON] --connect ...`
+with this folder on PYTHONPATH (see `faulty` in test_local_sidecar.py); nothing of it ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime import sidecar_worker
+
+# never dial back; answer with the next request's id; answer with an id never sent; claim other versions
+FAULTS = ("never-connect", "wrong-reply-id", "stale-reply-id", "none")
+_REPLY_ID_OFFSETS = {"wrong-reply-id": 1, "stale-reply-id": -1}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fault", choices=FAULTS, default="none")
+    parser.add_argument("--report-versions", type=json.loads, default={})
+    options, rest = parser.parse_known_args()
+    if options.fault == "never-connect":
+        while True:
+            signal.pause()
+    if options.report_versions:
+        real = protocol.local_versions()
+        skewed = protocol.RuntimeVersions.from_json({**real.to_json(), **options.report_versions})
+        sidecar_worker.protocol.local_versions = lambda: skewed
+    offset = _REPLY_ID_OFFSETS.get(options.fault, 0)
+    if offset:
+        send = protocol.send_message
+
+        def send_with_wrong_id(sock, header, frames=(), wait=None):
+            if header.get("type") != protocol.HELLO:
+                header = {**header, "id": header.get("id", 0) + offset}
+            send(sock, header, frames, wait)
+
+        sidecar_worker.protocol.send_message = send_with_wrong_id
+    return sidecar_worker.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
