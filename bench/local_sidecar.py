@@ -1,14 +1,18 @@
-"""How much the local sidecar adds over moving the same bytes through a raw loopback socket.
+"""How much the local sidecar adds over the fastest raw loopback round trip of the same bytes.
 
-Both sides cross a process boundary: the baseline is an echo server in its own process that reads a length-
-prefixed message into a preallocated buffer and writes it back. For each case the sidecar round trip
-(`call(identity, payload)`) is timed beside a raw echo of exactly the bytes that call puts on the wire.
+The baseline is as fair as we can make it: an echo server in its own process that reads each length-prefixed
+message into ONE preallocated, reused buffer and sends it back with ONE send; the client sends each message with
+one send from a prebuilt buffer and receives into a reused buffer. For each case the sidecar round trip
+(`call(identity, payload)`) and the raw echo of exactly the bytes that call puts on the wire are timed in
+alternating rounds, so both see the same machine load; each round times a batch, and the report gives the median
+and min-max of the per-round ratios.
 
-Run: .venv/bin/python bench/local_sidecar.py
+Run: .venv/bin/python bench/local_sidecar.py [--rounds 7]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import statistics
@@ -29,38 +33,44 @@ ECHO_SERVER = textwrap.dedent(
     print(listener.getsockname()[1], flush=True)
     conn, _ = listener.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    prefix = bytearray(8)
+    buffer = bytearray(8)
     while True:
-        view = memoryview(prefix)
+        view = memoryview(buffer)[:8]
         while view:
             n = conn.recv_into(view)
             if not n:
                 sys.exit(0)
             view = view[n:]
-        size = struct.unpack(">Q", prefix)[0]
-        body = bytearray(size)
-        view = memoryview(body)
+        del view  # no export may be alive while the buffer grows
+        size = struct.unpack(">Q", buffer[:8])[0]
+        if len(buffer) < 8 + size:
+            buffer.extend(bytes(8 + size - len(buffer)))
+        view = memoryview(buffer)[8:8 + size]
         while view:
             view = view[conn.recv_into(view):]
-        conn.sendall(prefix)
-        conn.sendall(body)
+        conn.sendall(memoryview(buffer)[:8 + size])
     """
 )
 
 
 class RawEcho:
-    """A length-prefixed echo over loopback to another process: the floor for any round trip."""
+    """A length-prefixed echo over loopback to another process, buffers reused, one send per message."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True)
         port = int(self.process.stdout.readline())
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reply = bytearray()
 
-    def round_trip(self, size: int, payload: bytes) -> None:
-        self.sock.sendmsg([size.to_bytes(8, "big"), payload])
-        reply = bytearray(8 + size)
-        view = memoryview(reply)
+    def prepare(self, size: int) -> bytes:
+        if len(self.reply) < 8 + size:
+            self.reply = bytearray(8 + size)
+        return size.to_bytes(8, "big") + bytes(size)
+
+    def round_trip(self, message: bytes) -> None:
+        self.sock.sendall(message)
+        view = memoryview(self.reply)[:len(message)]
         while view:
             view = view[self.sock.recv_into(view):]
 
@@ -79,36 +89,46 @@ def wire_bytes(value) -> int:
     return 256 + sum(memoryview(frame).nbytes for frame in frames)
 
 
-def best_of(repeats: int, action) -> float:
-    timings = []
-    for _ in range(repeats):
-        started = time.perf_counter()
+def timed(batch: int, action) -> float:
+    started = time.perf_counter()
+    for _ in range(batch):
         action()
-        timings.append(time.perf_counter() - started)
-    return min(timings) if repeats <= 10 else statistics.median(timings)
+    return (time.perf_counter() - started) / batch
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    options = parser.parse_args()
     big = 64 << 20
     cases = [
-        ("small call (int)", 7, 2000),
-        ("64 MiB numpy uint8", np.frombuffer(os.urandom(big), dtype=np.uint8).copy(), 7),
-        ("64 MiB bytes", os.urandom(big), 7),
+        ("small call (int)", 7, 500),
+        ("64 MiB numpy uint8", np.frombuffer(os.urandom(big), dtype=np.uint8).copy(), 2),
+        ("64 MiB bytes", os.urandom(big), 2),
     ]
     echo = RawEcho()
-    print(f"{'case':<22}{'sidecar':>14}{'raw socket':>14}{'ratio':>8}")
+    print(f"{'case':<22}{'sidecar':>12}{'raw echo':>12}{'ratio median':>14}{'min-max':>14}")
     with LocalSidecar() as sidecar:
-        for name, value, repeats in cases:
+        for name, value, batch in cases:
             assert sidecar.call(identity, value) is not None  # warm up: first call imports in the worker
-            sidecar_time = best_of(repeats, lambda: sidecar.call(identity, value))
-            size = wire_bytes(value)
-            filler = bytes(size)
-            raw_time = best_of(repeats, lambda: echo.round_trip(size, filler))
-            unit, scale = ("us", 1e6) if sidecar_time < 0.01 else ("ms", 1e3)
-            print(f"{name:<22}{sidecar_time * scale:>11.1f} {unit}{raw_time * scale:>11.1f} {unit}"
-                  f"{sidecar_time / raw_time:>7.2f}x")
+            message = echo.prepare(wire_bytes(value))
+            echo.round_trip(message)
+            sidecar_times, raw_times, ratios = [], [], []
+            for round_ in range(options.rounds):
+                order = [("s", lambda: sidecar.call(identity, value)), ("r", lambda: echo.round_trip(message))]
+                results = {}
+                for label, action in (order if round_ % 2 == 0 else order[::-1]):
+                    results[label] = timed(batch, action)
+                sidecar_times.append(results["s"])
+                raw_times.append(results["r"])
+                ratios.append(results["s"] / results["r"])
+            s, r = statistics.median(sidecar_times), statistics.median(raw_times)
+            unit, scale = ("us", 1e6) if s < 0.01 else ("ms", 1e3)
+            print(f"{name:<22}{s * scale:>9.1f} {unit}{r * scale:>9.1f} {unit}{statistics.median(ratios):>13.2f}x"
+                  f"{min(ratios):>8.2f}-{max(ratios):.2f}x")
     echo.close()
-    print("(small: median of 2000; 64 MiB: best of 7. Both round trips cross a process boundary over loopback.)")
+    print(f"({options.rounds} alternating rounds; small calls in batches of 500, 64 MiB in batches of 2; every round "
+          "trip crosses a process boundary over loopback.)")
 
 
 if __name__ == "__main__":
