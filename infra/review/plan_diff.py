@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from tpuplane.infra.fleet.catalog import machine_type_generation
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.review.redaction import (  # noqa: F401 (re-exported for the policy pack)
-    PULUMI_SECRET_SIG, REDACTED, is_secret_key, redact, redact_inputs, redact_text, sensitive_paths,
+    PULUMI_SECRET_SIG, REDACTED, child_path, is_secret_key, redact, redact_inputs, redact_text, sensitive_paths,
 )
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -156,19 +156,7 @@ def tpu_pool(inputs: Mapping[str, Any]) -> TpuPool | None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Values that must never be printed: see tpuplane.infra.review.redaction
-
-def child_path(path: str, key: str | int) -> str:
-    """`nodeConfig.labels.foo`, `nodeLocations[0]`, `labels["cloud.google.com/gke-tpu-topology"]`."""
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(redact_text(key))}]"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Properties that force replacement
+# Properties that force replacement (values that must never be printed: see tpuplane.infra.review.redaction)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ shape and loses only the secret part (`https://***@host`, `--password=***`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -164,12 +165,14 @@ def redact_inputs(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def _child_path(path: str, key: str | int) -> str:
+def child_path(path: str, key: str | int) -> str:
+    """`nodeConfig.labels.foo`, `nodeLocations[0]`, `labels["cloud.google.com/gke-tpu-topology"]`: how plans,
+    diffs and policy messages name a value, with any secret in a key masked."""
     if isinstance(key, int):
         return f"{path}[{key}]"
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
         return f"{path}.{key}" if path else key
-    return f'{path}["{redact_text(key)}"]'
+    return f"{path}[{json.dumps(redact_text(key))}]"
 
 
 def sensitive_paths(value: Any, path: str = "", key: str = "") -> list[str]:
@@ -185,9 +188,9 @@ def _plaintext(raw: Any, redacted: Any, path: str) -> list[str]:
         found = [path or "<value>"] if any(
             isinstance(k, str) and redact_text(k) != k for k in raw) else []
         pairs = zip(raw.items(), redacted.values())
-        return found + [p for (k, v), r in pairs for p in _plaintext(v, r, _child_path(path, str(k)))]
+        return found + [p for (k, v), r in pairs for p in _plaintext(v, r, child_path(path, str(k)))]
     if _is_list(raw) and _is_list(redacted):
-        return [p for i, (v, r) in enumerate(zip(raw, redacted)) for p in _plaintext(v, r, _child_path(path, i))]
+        return [p for i, (v, r) in enumerate(zip(raw, redacted)) for p in _plaintext(v, r, child_path(path, i))]
     return [] if raw == redacted else [path or "<value>"]
 
 
