@@ -211,3 +211,17 @@ def test_workload_check_cli_refuses_another_kind_with_exit_2(runner, tmp_path):
 
     assert result.exit_code == 2
     assert "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)" in result.output
+
+
+@pytest.mark.parametrize("spec", [5, {"parallelism": 3, "template": {"spec": {"containers": "oops"}}},
+                                  {"parallelism": -5, "template": {"spec": {"containers": []}}}])
+def test_workload_check_cli_refuses_a_malformed_job_with_exit_2_and_no_traceback(runner, tmp_path, spec):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "batch/v1", "kind": "Job",
+                                    "metadata": {"name": "x", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+                                    "spec": spec}))
+
+    result = runner.invoke(app, ["workload", "check", str(path), "--stack", "dev", "--project-dir", str(ROOT)])
+
+    assert result.exit_code == 2
+    assert "error:" in result.output and "Traceback" not in result.output

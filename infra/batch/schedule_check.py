@@ -157,26 +157,47 @@ def pod_requests(pod: Mapping[str, Any], where: str) -> dict[str, Decimal]:
     return {name: amount for name, amount in sorted(total.items()) if amount}
 
 
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+def _count(value: Any, default: int, where: str) -> int:
+    """parallelism/replicas: absent means the default; the API server refuses a negative one."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError.at(where, value, "a whole number >= 0", "the API server refuses anything else")
+    return value
 
 
 def pod_sets(manifest: Mapping[str, Any]) -> list[PodSet]:
-    """The pod sets of a JobSet (one per replicated job) or of a Job."""
+    """The pod sets of a JobSet (one per replicated job) or of a Job, once the API server would accept it (the
+    project's own manifest checks: a malformed object is bad input, never a crash of the simulation)."""
+    from tpuplane.infra.k8s_validation import manifest_errors  # jsonschema, kubernetes-validate: infra extra
+
     kind = manifest.get("kind")
+    if kind not in ("JobSet", "Job"):
+        raise ConfigError.at("kind", kind, "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)",
+                             "the check simulates the workloads Kueue manages in a tpuplane stack")
+    metadata = manifest.get("metadata")
+    # `kubectl apply -f` puts an object without a namespace in the current one: judge it as the API server would
+    applied = {**manifest, "metadata": {"namespace": "default", **metadata}} if isinstance(metadata, dict) else manifest
+    errors = manifest_errors(dict(applied))
+    if errors:
+        where = f"{kind} {metadata.get('name') if isinstance(metadata, dict) else None}"
+        raise ConfigError([Problem(where, error.split(": ", 1)[1] if error.startswith(f"{kind} ") else error,
+                                   "an object the API server accepts",
+                                   "fix the field the message names") for error in errors[:10]])
     spec = manifest.get("spec") or {}
     if kind == "JobSet":
         sets = []
         for i, rjob in enumerate(spec.get("replicatedJobs") or []):
             job_spec = (rjob.get("template") or {}).get("spec") or {}
-            per_job = _int(job_spec.get("parallelism"), 1)
+            per_job = _count(job_spec.get("parallelism"), 1, f"spec.replicatedJobs[{i}].template.spec.parallelism")
             pod = ((job_spec.get("template") or {}).get("spec")) or {}
             where = f"spec.replicatedJobs[{i}].template.spec.template.spec"
-            sets.append(PodSet(str(rjob.get("name", i)), _int(rjob.get("replicas"), 1) * per_job, per_job, pod,
+            replicas = _count(rjob.get("replicas"), 1, f"spec.replicatedJobs[{i}].replicas")
+            sets.append(PodSet(str(rjob.get("name", i)), replicas * per_job, per_job, pod,
                                pod_requests(pod, where)))
         return sets
     if kind == "Job":
-        per_job = _int(spec.get("parallelism"), 1)
+        per_job = _count(spec.get("parallelism"), 1, "spec.parallelism")
         pod = (spec.get("template") or {}).get("spec") or {}
         return [PodSet("main", per_job, per_job, pod, pod_requests(pod, "spec.template.spec"))]
     raise ConfigError.at("kind", kind, "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)",
