@@ -45,6 +45,14 @@ def include_chain(folder: Path, length: int) -> Path:
 # folder the files are in. Stack configs are run with --project-dir REPO so the real program plans them.
 Files = dict[str, "str | bytes | Callable[[Path], object]"]
 CASES: dict[str, tuple[Files, list[str]]] = {
+    # --- workload check
+    "workload check /dev/zero": ({}, ["workload", "check", "/dev/zero"]),
+    "workload check a folder": ({}, ["workload", "check", "{f}"]),
+    "workload check duplicate keys": ({"w.yaml": "kind: Job\nkind: JobSet\n"}, ["workload", "check", "{f}/w.yaml"]),
+    "workload check not a workload": ({"w.yaml": "kind: Deployment\nmetadata: {name: x}\n"},
+                                      ["workload", "check", "{f}/w.yaml"]),
+    "workload check malformed job": ({"w.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\nspec: 5\n"},
+                                     ["workload", "check", "{f}/w.yaml"]),
     # --- catalog
     "catalog unknown type": ({}, ["catalog", "v99-16"]),
     "catalog unicode digits": ({}, ["catalog", "v6e-١٦"]),
@@ -166,6 +174,8 @@ def run_case(tmp_path: Path, files: Files, args: list[str], env: dict[str, str] 
     argv = [arg.replace("{f}", str(tmp_path)) for arg in args]
     if argv[0] == "plan":
         argv[1:1] = ["--project-dir", str(REPO)]
+    elif argv[:2] == ["workload", "check"]:
+        argv[2:2] = ["--project-dir", str(REPO)]
     return CliRunner().invoke(app, argv, env={k: v.replace("{f}", str(tmp_path)) for k, v in (env or {}).items()})
 
 
