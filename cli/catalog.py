@@ -29,7 +29,7 @@ from tpuplane.infra.fleet.catalog import (
     resolve_tpu_type,
 )
 
-EXIT_BAD_INPUT = 2
+from tpuplane.cli import EXIT_BAD_INPUT
 
 
 def _print_json(value: object) -> None:

@@ -20,7 +20,7 @@ from tpuplane.infra.yaml_input import read_json_file
 
 EXIT_NO_CHANGES = 0
 EXIT_CHANGES = 1
-EXIT_BAD_INPUT = 2
+from tpuplane.cli import EXIT_BAD_INPUT
 
 
 def _read_plan(path: Path, role: str) -> Plan:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the kubernetes client (runtime extra) loads only when the c
     from tpuplane.runtime.kube import KubeApi
 
 EXIT_DELETE_FAILED = 1
-EXIT_BAD_INPUT = 2
+from tpuplane.cli import EXIT_BAD_INPUT
 
 
 def _duration(seconds: float) -> str:

@@ -28,7 +28,7 @@ from tpuplane.infra.pathways.sidecar_image import (
 )
 
 EXIT_CONFLICTS = 1
-EXIT_BAD_INPUT = 2
+from tpuplane.cli import EXIT_BAD_INPUT
 
 DEFAULT_REQUIREMENTS = Path("sidecar/requirements.txt")
 DEFAULT_CONSTRAINTS = Path("sidecar/constraints.example.txt")

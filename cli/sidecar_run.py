@@ -21,7 +21,7 @@ from tpuplane.runtime.local_sidecar import LocalSidecar, RemoteError, SidecarErr
     resolve_target
 
 EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
+from tpuplane.cli import EXIT_BAD_INPUT
 
 
 def _worker_env() -> dict[str, str]:

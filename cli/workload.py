@@ -26,7 +26,7 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.experiments import load_experiment, render_experiment
 from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
 
-EXIT_BAD_INPUT = 2
+from tpuplane.cli import EXIT_BAD_INPUT
 
 app = typer.Typer(help="TPU workloads as JobSets (xpk workload create, as code).", no_args_is_help=True)
 experiment_app = typer.Typer(help="Experiments: one JobSet per trial of a grid or trial list.", no_args_is_help=True)
