@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from tpuplane.cli import EXIT_BAD_INPUT
 from tpuplane.cli.plan_render import plain_text, plan_summary, render_markdown, render_table
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.cost import load_prices
@@ -133,7 +134,7 @@ def plan_command(
         raw_plan = make_plan(project, read_stack_file(path, project.name), stack_name)
     except ConfigError as exc:
         err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     plan = redact_plan(raw_plan)  # once, before any format renders; policies read the raw plan
 
     if fmt is PlanFormat.json:
@@ -151,7 +152,7 @@ def plan_command(
             out.write_text(text)
         except OSError as exc:
             err.print(f"[bold red]error:[/] --out: cannot write {escape(str(out))}: {exc.strerror}", highlight=False)
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_BAD_INPUT) from None
     else:
         sys.stdout.write(text)
     if policy:
