@@ -142,6 +142,11 @@ class TpuPoolConfig(ConfigModel):
     def node_pool_names(self) -> list[str]:
         return [node_pool_name(self.name, i) for i in range(self.slices)]
 
+    @property
+    def vms(self) -> int:
+        """TPU VMs (GKE nodes) of all the group's slices: the one count quotas, limits and reservations use."""
+        return self.slices * self.spec.vms_per_slice
+
 
 class ReservationConfig(ConfigModel):
     """A Compute Engine specific reservation this stack creates, sized for whole slices."""
@@ -156,6 +161,11 @@ class ReservationConfig(ConfigModel):
     @cached_property
     def spec(self) -> TpuSpec:
         return resolve_tpu_type(self.tpu_type, machine_type=self.machine_type)
+
+    @property
+    def vms(self) -> int:
+        """Machines the reservation holds: whole slices of its TPU type."""
+        return self.slices * self.spec.vms_per_slice
 
 
 RESERVATION_PATH = re.compile(
@@ -294,7 +304,7 @@ def _cluster_problems(cfg: StackConfig) -> list[Problem]:
                                 "a private control plane is reached only from authorized networks inside the VPC; "
                                 "list the ranges pulumi and kubectl run from"))
     problems += _maintenance_exclusion_problems(cfg.cluster.maintenance_exclusion)
-    vms = sum(p.slices * p.spec.vms_per_slice for p in cfg.tpu_pools if _resolves(p))
+    vms = sum(p.vms for p in cfg.tpu_pools if _resolves(p))
     nodes = vms + cfg.cluster.cpu_pool.max_nodes  # every pool counts, the CPU pool too
     if nodes > GKE_MAX_NODES:
         problems.append(Problem("tpuplane:tpuPools", f"{vms} TPU VMs and {cfg.cluster.cpu_pool.max_nodes} CPU nodes",
@@ -451,7 +461,7 @@ def _reservation_fit_problems(cfg: StackConfig) -> list[Problem]:
         demand[res.name] = demand.get(res.name, 0) + pool.slices * pool_spec.vms_per_slice
     for j, res in enumerate(cfg.reservations):
         needed = demand.get(res.name, 0)  # only reservations whose spec resolved can have demand
-        if needed and needed > res.slices * res.spec.vms_per_slice:
+        if needed and needed > res.vms:
             problems.append(Problem(f"tpuplane:reservations[{j}].slices", res.slices,
                                     f"at least {-(-needed // res.spec.vms_per_slice)} slices",
                                     f"the pools consuming '{res.name}' need {needed} VMs of {res.spec.machine_type}"))

@@ -78,7 +78,7 @@ def cpu_pool_quota(cfg: "StackConfig") -> tuple[int, int]:
 
 def controller_node_count(cfg: "StackConfig") -> int:
     """Nodes the controllers watch at most: every TPU VM plus the CPU pool at its maximum (xpk's sizing input)."""
-    tpu_vms = sum(pool.slices * pool.spec.vms_per_slice for pool in cfg.tpu_pools)
+    tpu_vms = sum(pool.vms for pool in cfg.tpu_pools)
     return tpu_vms + cfg.cluster.cpu_pool.max_nodes
 
 

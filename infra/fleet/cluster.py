@@ -52,7 +52,7 @@ def reservation_deletion_policy(cfg: StackConfig) -> str | None:
 
 def reservation_vm_count(res: ReservationConfig) -> int:
     """A specific reservation counts VMs: whole slices of the reserved TPU type."""
-    return res.slices * res.spec.vms_per_slice
+    return res.vms
 
 
 def render_kubeconfig(cluster: str, endpoint: str, ca_certificate: str) -> str:

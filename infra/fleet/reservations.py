@@ -81,7 +81,7 @@ def reservation_problems(lookup: ExternalReservation, pool: TpuPoolConfig, facts
     if facts.machine_type != spec.machine_type:
         problems.append(Problem(path, pool.reservation, f"a reservation of {spec.machine_type} machines",
                                 f"{where} holds {facts.machine_type or 'no machine type'}"))
-    needed, free = pool.slices * spec.vms_per_slice, facts.count - facts.in_use
+    needed, free = pool.vms, facts.count - facts.in_use
     if needed > free:
         problems.append(Problem(path, pool.reservation, f"a reservation with {needed} free VMs for {pool.slices} "
                                 f"slices of {pool.tpu_type}", f"{where} has {free} of {facts.count} free"))

@@ -343,7 +343,7 @@ def plan_pathways(cfg: "StackConfig") -> PathwaysPlan:
         raise ValueError("the stack config has no tpuplane:pathways section")
     pool = cfg.pool_by_name(pw.tpu_pool)
     assert pool is not None  # checked by pathways_problems
-    slices = pw.slices or pool.slices
+    slices = cfg.service_slices(pool)
     if pw.gcs_bucket is None:
         bucket = scratch_bucket_name(cfg.project, cfg.cluster.name, pw.name)
         location = f"gs://{bucket}"
