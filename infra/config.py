@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from pydantic import Field, ValidationError, field_validator
 
+from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec, resolve_tpu_type
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.model import ConfigModel
@@ -423,14 +424,15 @@ def _capacity_problems(cfg: StackConfig, path: str, pool: TpuPoolConfig) -> list
                                 f"no reservation with capacity {pool.capacity.value}",
                                 "set capacity: reservation to consume it, or remove the key "
                                 "(GKE rejects spot, flex-start and queued pools with a reservation affinity)"))
-    if pool.max_run_duration and pool.capacity not in (Capacity.FLEX_START, Capacity.QUEUED):
+    mode = capacity_mode(pool.capacity.value)
+    if pool.max_run_duration and not mode.run_duration:
         problems.append(Problem(f"{path}.maxRunDuration", pool.max_run_duration,
                                 "only with capacity flex-start or queued",
                                 "other capacity modes keep nodes until you remove them"))
     elif pool.max_run_duration and int(pool.max_run_duration[:-1]) > MAX_RUN_DURATION_SECONDS:
         problems.append(Problem(f"{path}.maxRunDuration", pool.max_run_duration,
                                 f"at most {MAX_RUN_DURATION_SECONDS}s (7 days)", "GKE's limit for flex-start and queued"))
-    if pool.capacity in (Capacity.SPOT, Capacity.FLEX_START, Capacity.QUEUED) and pool.maintenance_interval == "PERIODIC":
+    if not mode.periodic_maintenance and pool.maintenance_interval == "PERIODIC":
         problems.append(Problem(f"{path}.maintenanceInterval", "PERIODIC", "AS_NEEDED with capacity "
                                 f"{pool.capacity.value}", "PERIODIC maintenance needs a reservation that has it"))
     return problems

@@ -29,10 +29,10 @@ from tpuplane.infra.batch.kueue_config import (
     TeamConfig,
     kueue_config_problems,
 )
+from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.machines import Allocatable, gke_allocatable, machine_shape
 from tpuplane.infra.fleet.scheduling import (
     NODEPOOL_LABEL,
-    QUEUED_TAINT_KEY,
     TPU_RESOURCE,
     tpu_node_labels,
     tpu_node_taints,
@@ -182,11 +182,6 @@ def controller_releases(cfg: "StackConfig", cpu_pool_name: str) -> tuple[HelmRel
 # Flavors: one per distinct set of TPU node labels.
 
 
-# Flavors of one shape in the order Kueue tries them for a pod that selects no capacity: what is paid for
-# (reserved, on-demand) before what may be taken back (flex-start's run limit, spot), DWS-gated queued last.
-CAPACITY_ORDER = ("reservation", "on-demand", "flex-start", "spot", "queued")
-
-
 def _shape_key(pool: "TpuPoolConfig") -> tuple[str, str, str]:
     return pool.spec.accelerator, pool.spec.topology, pool.capacity.value
 
@@ -197,7 +192,7 @@ def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: st
     their nodes differ and a workload asks for one. The host machine type joins the name only when one shape
     runs on two machine types in the stack (`tpu-v6e-slice-2x4-ct6e-standard-8t`)."""
     return (f"{accelerator}-{topology}" + (f"-{machine_type}" if machine_type else "")
-            + ("" if capacity == "on-demand" else f"-{capacity}"))
+            + capacity_mode(capacity).flavor_suffix)
 
 
 def pool_flavor_name(cfg: "StackConfig", pool: "TpuPoolConfig") -> str:
@@ -226,7 +221,7 @@ class TpuFlavor:
 
     @property
     def queued(self) -> bool:
-        return self.capacity == "queued"
+        return capacity_mode(self.capacity).provisioning_request
 
 
 def flavor_node_labels(pool: "TpuPoolConfig") -> dict[str, str]:
@@ -236,7 +231,7 @@ def flavor_node_labels(pool: "TpuPoolConfig") -> dict[str, str]:
 
 
 def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
-    """Flavors in `CAPACITY_ORDER`, then by name."""
+    """Flavors in their capacity modes' Kueue order (`tpuplane.infra.fleet.capacity`), then by name."""
     grouped: dict[str, list["TpuPoolConfig"]] = {}
     for pool in cfg.tpu_pools:
         grouped.setdefault(pool_flavor_name(cfg, pool), []).append(pool)
@@ -253,13 +248,14 @@ def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
                                  chips_per_slice=chips.pop(), pools=tuple(p.name for p in pools),
                                  vms_per_slice=pools[0].spec.vms_per_slice,
                                  host=gke_allocatable(shape) if shape else None))
-    return sorted(flavors, key=lambda f: (CAPACITY_ORDER.index(f.capacity), f.name))
+    return sorted(flavors, key=lambda f: (capacity_mode(f.capacity).kueue_order, f.name))
 
 
 def render_tpu_flavor(flavor: TpuFlavor) -> dict[str, Any]:
     spec: dict[str, Any] = {"nodeLabels": flavor.node_labels, "tolerations": tpu_tolerations(flavor.capacity)}
-    if flavor.queued:  # only pods that tolerate the queued taint may take this flavor
-        spec["nodeTaints"] = [t for t in tpu_node_taints("queued") if t["key"] == QUEUED_TAINT_KEY]
+    taints = capacity_mode(flavor.capacity).node_taints
+    if taints:  # only pods that tolerate the capacity's taint (queued) may take this flavor
+        spec["nodeTaints"] = [dict(t) for t in taints]
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor.name}, "spec": spec}
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
+from tpuplane.infra.fleet.capacity import CAPACITY_MODES
 from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
 from tpuplane.infra.config import Capacity, StackConfig
 from tpuplane.infra.errors import ConfigError, Problem
@@ -167,6 +168,12 @@ def label_problems(path: str, labels: dict[str, str]) -> list[Problem]:
     return problems
 
 
+def _provisioned(capacity: str) -> bool:
+    """Admitted through a ProvisioningRequest (queued): one such job per workload, its run bounded."""
+    mode = CAPACITY_MODES.get(capacity)
+    return mode is not None and mode.provisioning_request
+
+
 def _pool_summary(cfg: StackConfig) -> str:
     pools = [f"{p.name} ({p.tpu_type} x{cfg.queued_slices(p)} for Kueue, {p.capacity.value})"
              for p in cfg.tpu_pools]
@@ -236,7 +243,7 @@ def _group_problems(spec: TpuWorkloadSpec, cfg: StackConfig, team_queue: str | N
 
 def _queued_problems(spec: TpuWorkloadSpec) -> list[Problem]:
     """GKE's ProvisioningRequest takes one PodSet: a job group may hold one queued (DWS) member at most."""
-    queued = [i for i, job in enumerate(spec.jobs) if job.capacity == "queued"]
+    queued = [i for i, job in enumerate(spec.jobs) if _provisioned(job.capacity)]
     return [Problem(f"jobs[{i}].capacity", "queued", "one queued (DWS) job per workload",
                     f"job {spec.jobs[queued[0]].name} is queued already; GKE's ProvisioningRequest "
                     "provisions one PodSet, so split the group or use another capacity")
@@ -437,7 +444,7 @@ def max_run_duration_seconds(workload: TpuWorkloadSpec, cfg: StackConfig | None)
     GKE's ProvisioningRequest must not exceed. None without a stack, a queued job, or a limit."""
     if cfg is None:
         return None
-    limits = [int(pool.max_run_duration[:-1]) for job in workload.jobs if job.capacity == "queued"
+    limits = [int(pool.max_run_duration[:-1]) for job in workload.jobs if _provisioned(job.capacity)
               for pool in _pools_for(cfg, job.spec, job.capacity) if pool.max_run_duration]
     return min(limits, default=None)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.config import Capacity, StackConfig, TpuPoolConfig
 from tpuplane.infra.naming import workload_policy_name
@@ -105,11 +106,11 @@ class PoolGroupPlan:
 
 
 def _reservation_affinity(pool: TpuPoolConfig) -> ReservationAffinity | None:
-    if pool.capacity is Capacity.RESERVATION:
-        return ReservationAffinity("SPECIFIC_RESERVATION", RESERVATION_KEY, (pool.reservation or "",))
-    if pool.capacity is Capacity.ON_DEMAND:
-        return None  # GKE's default; the pool may use any matching reservation
-    return ReservationAffinity("NO_RESERVATION")  # GKE rejects spot, flex-start and queued with a reservation
+    """None is GKE's default (any matching reservation); spot, flex-start and queued must say NO_RESERVATION."""
+    affinity = capacity_mode(pool.capacity.value).reservation_affinity
+    if affinity == "SPECIFIC_RESERVATION":
+        return ReservationAffinity(affinity, RESERVATION_KEY, (pool.reservation or "",))
+    return ReservationAffinity(affinity) if affinity else None
 
 
 def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
@@ -117,7 +118,8 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
     spec = pool.spec
     policy = (WorkloadPolicyPlan(workload_policy_name(cfg.cluster.name, pool.name), spec.topology)
               if spec.needs_workload_policy else None)
-    from_zero = pool.capacity in (Capacity.FLEX_START, Capacity.QUEUED)
+    mode = capacity_mode(pool.capacity.value)
+    from_zero = mode.scales_from_zero
     stack_reservation = cfg.stack_reservation(pool)
     in_stack = stack_reservation.name if stack_reservation else None
     dedicated = cfg.service_slices(pool)  # the first slices, held by the Shared Pathways Service
@@ -151,7 +153,7 @@ def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
             # Flex-start and queued nodes are released, not repaired (GKE rejects auto-repair on them).
             auto_repair=not from_zero,
             auto_upgrade=True,  # required by release channels; freeze upgrades with a maintenance exclusion
-            upgrade=SHORT_LIVED_UPGRADE if from_zero else UpgradePlan(),
+            upgrade=SHORT_LIVED_UPGRADE if mode.upgrade_strategy == "SHORT_LIVED" else UpgradePlan(),
             maintenance_interval=pool.maintenance_interval,
             max_pods_per_node=TPU_MAX_PODS_PER_NODE,
             disk_size_gb=pool.disk_size_gb,

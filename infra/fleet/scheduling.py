@@ -4,14 +4,13 @@ across node pools, Kueue flavors and JobSet pod templates. One definition, used 
 
 from __future__ import annotations
 
+from tpuplane.infra.fleet.capacity import QUEUED_LABEL, capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
 
 TPU_RESOURCE = "google.com/tpu"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-SPOT_LABEL = "cloud.google.com/gke-spot"
-QUEUED_LABEL = "cloud.google.com/gke-queued"
 PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 # Set by tpuplane on every TPU pool, so that Kueue flavors of one shape select disjoint nodes: without it an
@@ -25,10 +24,6 @@ TPU_TAINT_KEY = TPU_RESOURCE
 TPU_TAINT_VALUE = "present"
 QUEUED_TAINT_KEY = QUEUED_LABEL
 
-# Capacity modes whose nodes carry a label GKE sets (or, for queued, a label and taint) that workloads select.
-_CAPACITY_LABELS = {"spot": {SPOT_LABEL: "true"}, "queued": {QUEUED_LABEL: "true"}}
-
-
 def tpu_node_labels(spec: TpuSpec, capacity: str) -> dict[str, str]:
     """Labels every node of a TPU pool carries (GKE's and tpuplane's): what flavors and pods select.
 
@@ -36,7 +31,7 @@ def tpu_node_labels(spec: TpuSpec, capacity: str) -> dict[str, str]:
     what GKE does to them (reservation-backed, short-lived with a run duration, preemptible, DWS-gated), so a
     workload that asks for one capacity must never land on another's nodes."""
     labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology, CAPACITY_LABEL: capacity}
-    labels.update(_CAPACITY_LABELS.get(capacity, {}))
+    labels.update(capacity_mode(capacity).gke_labels)
     return dict(sorted(labels.items()))
 
 
@@ -46,9 +41,7 @@ def pool_node_labels(capacity: str) -> dict[str, str]:
     Queued-provisioning nodes get their taint from GKE, but the label only if the pool declares it
     (Cluster Toolkit's practice), and workloads need it to select those nodes.
     """
-    labels = {CAPACITY_LABEL: capacity}
-    if capacity == "queued":
-        labels.update(_CAPACITY_LABELS["queued"])
+    labels = {CAPACITY_LABEL: capacity, **capacity_mode(capacity).pool_labels}
     return dict(sorted(labels.items()))
 
 
@@ -70,8 +63,7 @@ def dedicated_toleration(owner: str) -> dict[str, str]:
 def tpu_node_taints(capacity: str) -> list[dict[str, str]]:
     """Kubernetes taints (pod-side effect names) a TPU pool carries: only TPU pods land there."""
     taints = [{"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NoSchedule"}]
-    if capacity == "queued":
-        taints.append({"key": QUEUED_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
+    taints += [dict(t) for t in capacity_mode(capacity).node_taints]
     return taints
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 from pydantic import Field
 
+from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.errors import Problem, problems_of
 from tpuplane.infra.pathways.images import is_pinned, jax_version_of_tag
@@ -184,7 +185,7 @@ def _pool_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
         problems.append(Problem(f"{PATH}.tpuPool", pw.tpu_pool,
                                 f"a pool of a generation Pathways serves: {', '.join(PATHWAYS_GENERATIONS)}",
                                 f"'{pool.name}' holds {pool.tpu_type} ({spec.generation})"))
-    if pool.capacity.value == "queued":
+    if capacity_mode(pool.capacity.value).provisioning_request:
         problems.append(Problem(f"{PATH}.tpuPool", pw.tpu_pool, "a pool whose capacity is not queued",
                                 "queued (DWS) nodes come only through a ProvisioningRequest; a long-lived "
                                 "service needs on-demand, spot, flex-start or reserved nodes"))
