@@ -41,6 +41,7 @@ from tpuplane.infra.fleet.scheduling import (
 
 if TYPE_CHECKING:
     from tpuplane.infra.config import StackConfig, TpuPoolConfig
+    from tpuplane.infra.fleet.catalog import TpuSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -183,7 +184,17 @@ def controller_releases(cfg: "StackConfig", cpu_pool_name: str) -> tuple[HelmRel
 
 
 def _shape_key(pool: "TpuPoolConfig") -> tuple[str, str, str]:
+    """What a flavor's TPU node labels say: accelerator, topology, capacity mode (the host machine aside)."""
     return pool.spec.accelerator, pool.spec.topology, pool.capacity.value
+
+
+def serving_pools(cfg: "StackConfig", spec: "TpuSpec", capacity: str) -> list["TpuPoolConfig"]:
+    """The pools Kueue admits a job of `spec` on `capacity` to: same TPU node labels and host machine type (so
+    the same flavor), with slices that a service does not hold outside Kueue. The one answer workloads,
+    quotas and policies use."""
+    return [p for p in cfg.tpu_pools
+            if _shape_key(p) == (spec.accelerator, spec.topology, capacity)
+            and p.spec.machine_type == spec.machine_type and cfg.queued_slices(p) > 0]
 
 
 def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: str | None = None) -> str:

@@ -37,6 +37,7 @@ from tpuplane.infra.batch.kueue import (
     cluster_queue_quotas,
     local_queues,
     pool_flavor_name,
+    serving_pools,
     tpu_flavors,
 )
 from tpuplane.infra.batch.kueue_config import DEFAULT_PRIORITY, priority_problem
@@ -180,16 +181,6 @@ def _pool_summary(cfg: StackConfig) -> str:
     return ", ".join(pools) or "no TPU pools"
 
 
-def _pools_for(cfg: StackConfig, spec: TpuSpec, capacity: str) -> list:
-    """Kueue's pools a job's pods can land on: same node labels and host machine type, with slices that a
-    service does not hold outside Kueue."""
-    return [p for p in cfg.tpu_pools
-            if p.spec.accelerator == spec.accelerator and p.spec.topology == spec.topology
-            and p.spec.machine_type == spec.machine_type
-            and p.capacity.value == capacity
-            and cfg.queued_slices(p) > 0]
-
-
 def _job_problems(path: str, job: TpuJob, cfg: StackConfig | None) -> list[Problem]:
     problems = []
     if not DNS_LABEL.fullmatch(job.name):
@@ -206,7 +197,7 @@ def _job_problems(path: str, job: TpuJob, cfg: StackConfig | None) -> list[Probl
         spec = job.spec
     except UnknownTpuType as exc:
         return problems + [Problem(f"{path}.tpuType", job.tpu_type, str(exc), "see `tpuplane catalog`")]
-    if cfg is not None and not _pools_for(cfg, spec, job.capacity):
+    if cfg is not None and not serving_pools(cfg, spec, job.capacity):
         problems.append(Problem(f"{path}.tpuType", f"{job.tpu_type} on {spec.machine_type} ({job.capacity})",
                                 f"a TPU type, host and capacity a pool provides to Kueue: {_pool_summary(cfg)}",
                                 "add a pool to the stack, or pick one of these"))
@@ -218,7 +209,7 @@ def _group_problems(spec: TpuWorkloadSpec, cfg: StackConfig, team_queue: str | N
     capacity, and the queue's own plus borrowable slices, or the gang waits forever."""
     by_flavor: dict[str, list[int]] = {}
     for i, job in enumerate(spec.jobs):
-        pools = _pools_for(cfg, job.spec, job.capacity)
+        pools = serving_pools(cfg, job.spec, job.capacity)
         if pools:
             by_flavor.setdefault(pool_flavor_name(cfg, pools[0]), []).append(i)
     flavors = {f.name: f for f in tpu_flavors(cfg)}
@@ -380,7 +371,7 @@ def placement_policies(cfg: StackConfig | None, job: TpuJob) -> list[str]:
     GKE requires for slices placed by a workload policy. Empty without a stack (the policy names live there)."""
     if cfg is None or not job.spec.needs_workload_policy:
         return []
-    pools = _pools_for(cfg, job.spec, job.capacity)
+    pools = serving_pools(cfg, job.spec, job.capacity)
     return sorted(workload_policy_name(cfg.cluster.name, pool.name) for pool in pools)
 
 
@@ -445,7 +436,7 @@ def max_run_duration_seconds(workload: TpuWorkloadSpec, cfg: StackConfig | None)
     if cfg is None:
         return None
     limits = [int(pool.max_run_duration[:-1]) for job in workload.jobs if _provisioned(job.capacity)
-              for pool in _pools_for(cfg, job.spec, job.capacity) if pool.max_run_duration]
+              for pool in serving_pools(cfg, job.spec, job.capacity) if pool.max_run_duration]
     return min(limits, default=None)
 
 
