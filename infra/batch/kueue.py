@@ -59,9 +59,6 @@ GKE_MANAGED_TOLERATION = {"key": "components.gke.io/gke-managed-components", "op
                           "value": "true", "effect": "NoSchedule"}
 WEBHOOK_PROBE = "kueue-webhook-ready"
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.32.0"  # shell-free kubectl; the Job's retries are the loop
-# The well-known label kubelet sets on every node: it tells a 2x4 slice on two ct6e-standard-4t VMs from one on
-# a single ct6e-standard-8t VM, which share accelerator and topology labels.
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # Namespaces whose Jobs and JobSets Kueue never manages, so its webhooks (failurePolicy Fail) never intercept them.
 UNMANAGED_NAMESPACES = ("kube-system", KUEUE_NAMESPACE, JOBSET_NAMESPACE)
@@ -236,9 +233,8 @@ class TpuFlavor:
 
 
 def flavor_node_labels(pool: "TpuPoolConfig") -> dict[str, str]:
-    """The labels of a pool's nodes a flavor selects: the TPU labels plus the host machine type."""
-    labels = {**tpu_node_labels(pool.spec, pool.capacity.value), INSTANCE_TYPE_LABEL: pool.spec.machine_type}
-    return dict(sorted(labels.items()))
+    """The labels of a pool's nodes a flavor selects: the TPU labels, the host machine type among them."""
+    return tpu_node_labels(pool.spec, pool.capacity.value)
 
 
 def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:

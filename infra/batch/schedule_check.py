@@ -25,6 +25,7 @@ from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
 from tpuplane.infra.fleet.nodepools import plan_tpu_pools
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    INSTANCE_TYPE_LABEL,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,
     TPU_RESOURCE,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from tpuplane.infra.config import StackConfig
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 _GKE_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
 _MIB = Decimal(2**20)
 
@@ -83,7 +83,7 @@ def stack_facts(cfg: "StackConfig") -> StackFacts:
         cpu, memory = _allocatable(group.spec.machine_type)
         for pool in group.pools:
             labels = {**tpu_node_labels(group.spec, group.config.capacity.value), **pool.labels,
-                      INSTANCE_TYPE_LABEL: pool.machine_type, NODEPOOL_LABEL: pool.name}
+                      NODEPOOL_LABEL: pool.name}
             if pool.workload_policy is not None:
                 labels[PLACEMENT_POLICY_LABEL] = pool.workload_policy.name
             taints = {(t["key"], t["effect"]): t for t in tpu_node_taints(group.config.capacity.value)}

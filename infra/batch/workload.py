@@ -33,7 +33,6 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.kueue import (
     DEFAULT_LOCAL_QUEUE,
     DEFAULT_NAMESPACE,
-    INSTANCE_TYPE_LABEL,
     cluster_queue_quotas,
     local_queues,
     pool_flavor_name,
@@ -385,9 +384,7 @@ def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]
         "dnsPolicy": "ClusterFirstWithHostNet",
         "priorityClassName": workload.priority,
         "terminationGracePeriodSeconds": workload.termination_grace_period_seconds,
-        # the host machine type too: a 2x4 slice on two 4-chip VMs and one on an 8-chip VM share the TPU labels
-        "nodeSelector": dict(sorted({**tpu_node_selector(spec, job.capacity),
-                                     INSTANCE_TYPE_LABEL: spec.machine_type}.items())),
+        "nodeSelector": tpu_node_selector(spec, job.capacity),
         "tolerations": tpu_tolerations(job.capacity),
         "containers": [{
             "name": CONTAINER,

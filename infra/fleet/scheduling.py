@@ -12,6 +12,9 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+# The well-known label kubelet sets on every node: it tells a 2x4 slice on two ct6e-standard-4t VMs from one on
+# a single ct6e-standard-8t VM, which share accelerator and topology labels.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 # Set by tpuplane on every TPU pool, so that Kueue flavors of one shape select disjoint nodes: without it an
 # on-demand flavor's selector (accelerator + topology) would also match spot nodes of the same shape.
@@ -30,7 +33,8 @@ def tpu_node_labels(spec: TpuSpec, capacity: str) -> dict[str, str]:
     Every capacity mode is its own class: on-demand, reservation, flex-start, spot and queued nodes differ in
     what GKE does to them (reservation-backed, short-lived with a run duration, preemptible, DWS-gated), so a
     workload that asks for one capacity must never land on another's nodes."""
-    labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology, CAPACITY_LABEL: capacity}
+    labels = {ACCELERATOR_LABEL: spec.accelerator, TOPOLOGY_LABEL: spec.topology, CAPACITY_LABEL: capacity,
+              INSTANCE_TYPE_LABEL: spec.machine_type}
     labels.update(capacity_mode(capacity).gke_labels)
     return dict(sorted(labels.items()))
 
