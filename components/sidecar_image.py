@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_docker_build as docker_build
@@ -63,10 +63,14 @@ class SidecarImage(pulumi.ComponentResource):
     repository_url: pulumi.Output[str]
     """`<region>-docker.pkg.dev/<project>/<repository>`."""
 
-    def __init__(self, name: str, args: SidecarImageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    @staticmethod
+    def check(name: str, args: SidecarImageArgs) -> Any:
+        """Everything that would stop the build, before any resource: the base image for the JAX version, the
+        build context, requirement conflicts with the base image's pins, and files the build would not receive.
+        A stack program calls it before its first resource; the constructor calls it again for library users.
+        Returns the base image."""
         base = base_image_for(args.jax_version, path=f"{name}.jaxVersion")
-        dockerfile = args.context_dir / DOCKERFILE
-        if not dockerfile.is_file():
+        if not (args.context_dir / DOCKERFILE).is_file():
             raise ConfigError.at(f"{name}.contextDir", str(args.context_dir), f"a folder holding a {DOCKERFILE}",
                                  "the build context is the sidecar folder (sidecar/ in this repository)")
         result = check_sidecar(
@@ -80,6 +84,11 @@ class SidecarImage(pulumi.ComponentResource):
         missing = context_problems(args.context_dir, list(result.files), path=f"{name}.requirementsFile")
         if missing:
             raise ConfigError(missing)
+        return base
+
+    def __init__(self, name: str, args: SidecarImageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        base = self.check(name, args)
+        dockerfile = args.context_dir / DOCKERFILE
 
         super().__init__("tpuplane:index:SidecarImage", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)

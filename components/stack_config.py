@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import pulumi
 from pulumi.runtime.config import CONFIG
@@ -21,6 +22,18 @@ def _parse(key: str, value: Any) -> Any:
         except ValueError:  # not JSON (a plain string), or an integer too long to read: the schema reports it
             return value
     return value
+
+
+def stop_on_config_error(check: Callable[[], object], config_paths: Mapping[str, str] = {}) -> None:
+    """Run a check of the stack program; a ConfigError stops the program the way bad config does (see below).
+    `config_paths` renames a component's Args paths to the user's config paths (`pw-sidecar.jaxVersion` ->
+    `tpuplane:pathways.jaxVersion`), so the error names what the user wrote."""
+    try:
+        check()
+    except ConfigError as exc:
+        problems = [dataclasses.replace(p, path=config_paths.get(p.path, p.path)) for p in exc.problems]
+        error = ConfigError(problems)
+        raise pulumi.RunError(f"invalid stack config:\n{error}") from error
 
 
 def read_stack_config() -> StackConfig:

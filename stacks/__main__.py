@@ -14,7 +14,7 @@ from tpuplane.components.pathways import SharedPathwaysService
 from tpuplane.components.reservation import TpuReservation
 from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
 from tpuplane.components.slice_pool import TpuSlicePool
-from tpuplane.components.stack_config import read_stack_config
+from tpuplane.components.stack_config import read_stack_config, stop_on_config_error
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME, plan_cluster
 from tpuplane.infra.fleet.nodepools import chips_by_generation, plan_tpu_pools
 from tpuplane.infra.pathways.config import plan_pathways
@@ -24,6 +24,19 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent  # relative paths in the co
 cfg = read_stack_config()
 cluster_plan = plan_cluster(cfg)
 groups = plan_tpu_pools(cfg)
+service = plan_pathways(cfg) if cfg.pathways is not None else None
+sidecar_args = None
+if service is not None and service.build_sidecar:
+    sidecar = cfg.pathways.sidecar
+    sidecar_args = SidecarImageArgs(
+        project=cfg.project, region=cfg.region, context_dir=PROJECT_DIR / sidecar.context_path,
+        requirements_file=sidecar.requirements_in_context, constraints_file=PROJECT_DIR / sidecar.constraints_path,
+        jax_version=cfg.pathways.sidecar_jax_version)
+    # the sidecar's requirements are checked before the first resource, not after the cluster and the queues
+    stop_on_config_error(lambda: SidecarImage.check(f"{service.name}-sidecar", sidecar_args), config_paths={
+        f"{service.name}-sidecar.jaxVersion": "tpuplane:pathways.jaxVersion",
+        f"{service.name}-sidecar.requirementsFile": "tpuplane:pathways.sidecar.requirements",
+        f"{service.name}-sidecar.contextDir": "tpuplane:pathways.sidecar.context"})
 
 cluster = TpuCluster(cfg.cluster.name, cfg)
 
@@ -50,16 +63,10 @@ pulumi.export("node_pools", {name: [p.name for p in pool.node_pools] for name, p
 pulumi.export("tpu_chips", chips_by_generation(groups))
 pulumi.export("local_queues", batch.local_queues)
 
-if cfg.pathways is not None:
-    service = plan_pathways(cfg)
+if service is not None:
     sidecar_image = service.sidecar_image
-    if service.build_sidecar:
-        sidecar = cfg.pathways.sidecar
-        sidecar_image = SidecarImage(f"{service.name}-sidecar", SidecarImageArgs(
-            project=cfg.project, region=cfg.region, context_dir=PROJECT_DIR / sidecar.context_path,
-            requirements_file=sidecar.requirements_in_context,
-            constraints_file=PROJECT_DIR / sidecar.constraints_path,
-            jax_version=cfg.pathways.sidecar_jax_version)).image_ref
+    if sidecar_args is not None:
+        sidecar_image = SidecarImage(f"{service.name}-sidecar", sidecar_args).image_ref
     pathways = SharedPathwaysService(
         service.name, cfg, node_service_account_email=cluster.node_service_account.email,
         cpu_pool_name=CPU_POOL_NAME, sidecar_image=sidecar_image,

@@ -44,7 +44,14 @@ from tpuplane.infra.pathways.service import (
     scratch_bucket_name,
     server_image_for_jax,
 )
-from tpuplane.infra.pathways.proxy import PROXY_RESOURCES, matching_proxy_image, parse_gcs_location, parse_image
+from tpuplane.infra.pathways.proxy import (
+    PROXY_RESOURCES,
+    JanitorSpec,
+    janitor_problems,
+    matching_proxy_image,
+    parse_gcs_location,
+    parse_image,
+)
 from tpuplane.infra.pathways.sidecar_image import base_image_for
 
 if TYPE_CHECKING:
@@ -144,6 +151,7 @@ def pathways_problems(cfg: "StackConfig") -> list[Problem]:
     problems += _image_problems(pw)
     if pw.janitor_image is not None:
         problems += problems_of(lambda: parse_image(pw.janitor_image, path=f"{PATH}.janitorImage"))
+        problems += _janitor_namespace_problems(cfg, pw.janitor_image)
     if pw.gcs_bucket is not None:
         problems += problems_of(lambda: parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket"))
     problems += _sidecar_problems(pw)
@@ -218,6 +226,19 @@ def _version_problems(path: str, version: str) -> list[Problem]:
     except ValueError:  # InvalidVersion, or a release part too long to read as a number
         return [Problem(path, version, "a JAX release version such as 0.9.0")]
     return []
+
+
+def _janitor_namespace_problems(cfg: "StackConfig", image: str) -> list[Problem]:
+    """The proxy janitor's CronJob runs in every team namespace: each must take its name rules, checked here under
+    the team's own config path, before any resource is registered."""
+    problems = []
+    for i, team in enumerate(getattr(cfg.kueue, "teams", None) or []):
+        path = f"tpuplane:kueue.teams[{i}].{'namespace' if team.namespace else 'name'}"
+        for problem in janitor_problems(JanitorSpec(namespace=team.team_namespace, image=image)):
+            if problem.path.endswith(".namespace"):
+                problems.append(Problem(path, problem.given, f"{problem.allowed} (the proxy janitor's CronJob runs "
+                                        "in this namespace)", "shorten it, or drop tpuplane:pathways.janitorImage"))
+    return problems
 
 
 def _sidecar_problems(pw: PathwaysConfig) -> list[Problem]:
