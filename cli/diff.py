@@ -10,20 +10,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from tpuplane.infra.review.cost import load_prices
-from tpuplane.infra.review.diff_report import ReportFormat, render
-from tpuplane.infra.review.impact import diff_context
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.plan_diff import Plan, diff_plans, parse_plan
-from tpuplane.infra.review.redaction import redact_plan
-from tpuplane.infra.yaml_input import read_json_file
+from tpuplane.infra.review.report_format import ReportFormat
 
 EXIT_NO_CHANGES = 0
 EXIT_CHANGES = 1
 from tpuplane.cli import EXIT_BAD_INPUT
 
 
-def _read_plan(path: Path, role: str) -> Plan:
+def _read_plan(path: Path, role: str):
+    from tpuplane.infra.review.plan_diff import parse_plan
+    from tpuplane.infra.yaml_input import read_json_file
+
     raw = read_json_file(path, f"{role} plan {path}", "plan file", "write it with `tpuplane plan --format json > FILE`")
     return parse_plan(raw, source=f"{role} plan {path}")
 
@@ -40,6 +38,13 @@ def diff_command(
 
     Exit status: 0 when nothing changes, 1 when something does, 2 on bad input.
     """
+    # the report machinery loads here, not when the command line starts
+    from tpuplane.infra.review.cost import load_prices
+    from tpuplane.infra.review.diff_report import render
+    from tpuplane.infra.review.impact import diff_context
+    from tpuplane.infra.review.plan_diff import diff_plans
+    from tpuplane.infra.review.redaction import redact_plan
+
     try:
         base_plan, head_plan = _read_plan(base, "base"), _read_plan(head, "head")
         diff = diff_plans(base_plan, head_plan)

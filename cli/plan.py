@@ -17,12 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tpuplane.cli import EXIT_BAD_INPUT
-from tpuplane.cli.plan_render import plain_text, plan_summary, render_markdown, render_table
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.cost import load_prices
-from tpuplane.infra.review.html_report import render_html
-from tpuplane.infra.review.policies import check_plan
-from tpuplane.infra.review.redaction import redact_plan, redact_text
 from tpuplane.infra.yaml_input import read_yaml_file
 
 
@@ -98,6 +93,8 @@ def stack_file(project: PulumiProject, stack: str) -> Path:
 def _print_table(plan, details: bool, prices) -> str | None:
     """Colour and the terminal's width on a terminal; plain, 160 columns (deterministic) otherwise.
     Returns the text when it must go to a file or pipe, None once printed to the terminal."""
+    from tpuplane.cli.plan_render import plain_text, render_table
+
     terminal = Console()
     renderable = render_table(plan, details=details, prices=prices)
     if terminal.is_terminal:
@@ -125,6 +122,13 @@ def plan_command(
     production: bool = typer.Option(False, "--production", help="With --policy: treat the stack as production."),
 ) -> None:
     """Print every resource the stack would create, offline, by running the real program under mocks."""
+    # what renders and judges a plan loads here, not when the command line starts (`tpuplane catalog` stays fast)
+    from tpuplane.cli.plan_render import plain_text, plan_summary, render_markdown, render_table
+    from tpuplane.infra.review.cost import load_prices
+    from tpuplane.infra.review.html_report import render_html
+    from tpuplane.infra.review.policies import check_plan
+    from tpuplane.infra.review.redaction import redact_plan, redact_text
+
     err = Console(stderr=True, emoji=False)  # `tpuplane:x:` in a message is a key, not an emoji code
     try:
         project = PulumiProject.find(project_dir.resolve())

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import REPO, stack_file_config
 from tpuplane.cli.main import app
-from tpuplane.cli.plan import render_table
+from tpuplane.cli.plan_render import render_table
 from tpuplane.cli.plan_render import plain_text
 from tpuplane.components.offline import Plan, PlannedResource
 

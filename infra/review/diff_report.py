@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import html
 import json
-from enum import Enum
 from typing import Any
 
+from tpuplane.infra.review.report_format import ReportFormat
 from tpuplane.infra.review.impact import DiffContext, cost_json, cost_markdown, cost_text, fleet_markdown, key_text
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
-
-
-class ReportFormat(str, Enum):
-    MARKDOWN = "markdown"
-    TEXT = "text"
-    JSON = "json"
 
 
 _SYMBOL = {Action.CREATE: "+", Action.UPDATE: "~", Action.REPLACE: "+-", Action.DELETE: "-"}
