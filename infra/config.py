@@ -282,7 +282,8 @@ def stack_problems(cfg: StackConfig) -> list[Problem]:
     for i, res in enumerate(cfg.reservations):
         problems += _reservation_problems(cfg, i, res)
     for i, pool in enumerate(cfg.tpu_pools):
-        problems += _pool_problems(cfg, i, pool)
+        problems += pool_problems(pool, f"tpuplane:tpuPools[{i}]", cluster_name=cfg.cluster.name,
+                                  project=cfg.project)
     problems += _reservation_fit_problems(cfg)
     if not problems:  # the sections below read resolved pools
         problems += kueue_problems(cfg)
@@ -382,8 +383,8 @@ def _reservation_problems(cfg: StackConfig, i: int, res: ReservationConfig) -> l
     return problems
 
 
-def _pool_problems(cfg: StackConfig, i: int, pool: TpuPoolConfig) -> list[Problem]:
-    path = f"tpuplane:tpuPools[{i}]"
+def pool_problems(pool: TpuPoolConfig, path: str, *, cluster_name: str, project: str) -> list[Problem]:
+    """GKE's rules for one pool group, under `path` (a stack config entry, or a component's Args)."""
     problems = []
     longest = node_pool_name(pool.name, pool.slices - 1)
     if not DNS_LABEL.fullmatch(pool.name):
@@ -393,18 +394,18 @@ def _pool_problems(cfg: StackConfig, i: int, pool: TpuPoolConfig) -> list[Proble
                                 f"at most {GKE_NAME_MAX - len(longest) + len(pool.name)} characters with "
                                 f"{pool.slices} slices", f"node pool names such as '{longest}' must fit in "
                                                          f"{GKE_NAME_MAX} characters"))
-    problems += _capacity_problems(cfg, path, pool)  # these rules need no catalog entry
+    problems += _capacity_problems(project, path, pool)  # these rules need no catalog entry
     bad_type = _tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
     if bad_type:
         return problems + [bad_type]
-    policy = workload_policy_name(cfg.cluster.name, pool.name)
+    policy = workload_policy_name(cluster_name, pool.name)
     if pool.spec.needs_workload_policy and len(policy) > COMPUTE_NAME_MAX:
         problems.append(Problem(f"{path}.name", pool.name, f"a shorter name: the workload policy '{policy}' has "
                                 f"{len(policy)} characters", f"Compute resource names allow at most {COMPUTE_NAME_MAX}"))
     return problems
 
 
-def _capacity_problems(cfg: StackConfig, path: str, pool: TpuPoolConfig) -> list[Problem]:
+def _capacity_problems(project: str, path: str, pool: TpuPoolConfig) -> list[Problem]:
     """GKE's rules between capacity modes and pool fields (Cluster Toolkit's preconditions, as errors)."""
     problems = []
     if pool.capacity is Capacity.RESERVATION:
@@ -415,9 +416,9 @@ def _capacity_problems(cfg: StackConfig, path: str, pool: TpuPoolConfig) -> list
         elif not (match := RESERVATION_PATH.fullmatch(pool.reservation)):
             problems.append(Problem(f"{path}.reservation", pool.reservation,
                                     "NAME or projects/P/reservations/R[/reservationBlocks/B[/reservationSubBlocks/S]]"))
-        elif match["block"] and match["project"] not in (None, cfg.project):
+        elif match["block"] and match["project"] not in (None, project):
             problems.append(Problem(f"{path}.reservation", pool.reservation,
-                                    f"a reservation block of project {cfg.project}",
+                                    f"a reservation block of project {project}",
                                     "GKE does not support shared extended reservations (blocks of another project)"))
     elif pool.reservation:
         problems.append(Problem(f"{path}.reservation", pool.reservation,

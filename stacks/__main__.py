@@ -13,17 +13,16 @@ from tpuplane.components.janitor import ProxyJanitor
 from tpuplane.components.pathways import SharedPathwaysService
 from tpuplane.components.reservation import TpuReservation
 from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
-from tpuplane.components.slice_pool import TpuSlicePool
+from tpuplane.components.slice_pool import TpuSlicePool, TpuSlicePoolArgs
 from tpuplane.components.stack_config import read_stack_config, stop_on_config_error
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME, plan_cluster
-from tpuplane.infra.fleet.nodepools import chips_by_generation, plan_tpu_pools
+from tpuplane.infra.fleet.nodepools import chips_by_generation
 from tpuplane.infra.pathways.config import plan_pathways
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent  # relative paths in the config start here
 
 cfg = read_stack_config()
 cluster_plan = plan_cluster(cfg)
-groups = plan_tpu_pools(cfg)
 service = plan_pathways(cfg) if cfg.pathways is not None else None
 sidecar_args = None
 if service is not None and service.build_sidecar:
@@ -42,15 +41,21 @@ cluster = TpuCluster(cfg.cluster.name, cfg)
 
 reservations = {res.name: TpuReservation(res.name, res, cfg) for res in cfg.reservations}
 
-slice_pools = {
-    group.config.name: TpuSlicePool(
-        group.config.name, group, project=cfg.project, region=cfg.region, location=cluster_plan.location,
-        zone=cfg.cluster.zone, cluster=cluster.cluster.name, service_account=cluster.node_service_account.email,
-        reservation=reservations[group.pools[0].reservation_in_stack].reservation
-        if group.pools[0].reservation_in_stack else None,
-        opts=pulumi.ResourceOptions(parent=cluster))
-    for group in groups
-}
+def slice_pool_args(pool) -> TpuSlicePoolArgs:
+    """A `tpuplane:tpuPools` entry as the component's Args, on the stack's own cluster."""
+    in_stack = cfg.stack_reservation(pool)
+    return TpuSlicePoolArgs(
+        project=cfg.project, location=cluster_plan.location, zone=cfg.cluster.zone, cluster=cluster.cluster.name,
+        cluster_name=cfg.cluster.name, tpu_type=pool.tpu_type, slices=pool.slices, capacity=pool.capacity.value,
+        reservation=pool.reservation, machine_type=pool.machine_type, max_run_duration=pool.max_run_duration,
+        maintenance_interval=pool.maintenance_interval, disk_size_gb=pool.disk_size_gb, disk_type=pool.disk_type,
+        accelerator_network=pool.accelerator_network, service_account=cluster.node_service_account.email,
+        dedicated_slices=cfg.service_slices(pool), dedicated_owner=cfg.pathways.name if cfg.pathways else None,
+        reservation_resource=reservations[in_stack.name].reservation if in_stack else None)
+
+
+slice_pools = {pool.name: TpuSlicePool(pool.name, slice_pool_args(pool), opts=pulumi.ResourceOptions(parent=cluster))
+               for pool in cfg.tpu_pools}
 
 # Kueue and JobSet, and the queues derived from the pools: every Kubernetes object goes through the provider
 # of the new cluster, which waits for the CPU pool.
@@ -60,7 +65,7 @@ batch = BatchStack("batch", cfg, cpu_pool_name=CPU_POOL_NAME,
 pulumi.export("cluster_name", cluster.cluster.name)
 pulumi.export("cluster_endpoint", cluster.cluster.endpoint)
 pulumi.export("node_pools", {name: [p.name for p in pool.node_pools] for name, pool in slice_pools.items()})
-pulumi.export("tpu_chips", chips_by_generation(groups))
+pulumi.export("tpu_chips", chips_by_generation([pool.plan for pool in slice_pools.values()]))
 pulumi.export("local_queues", batch.local_queues)
 
 if service is not None:

@@ -48,3 +48,20 @@ def plan_stack() -> Callable[..., Any]:
         return run_program_file(STACKS / "__main__.py", config, project="tpuplane", stack=stack)
 
     return run
+
+
+@pytest.fixture
+def registrations(monkeypatch):
+    """Every resource a program run under the offline runner registers (the root stack aside), in order."""
+    from tpuplane.components import offline
+
+    seen: list[str] = []
+    register = offline._RecordingMonitor.RegisterResource
+
+    def counting(self, request):
+        if request.type != "pulumi:pulumi:Stack":
+            seen.append(f"{request.type}::{request.name}")
+        return register(self, request)
+
+    monkeypatch.setattr(offline._RecordingMonitor, "RegisterResource", counting)
+    return seen

@@ -14,21 +14,6 @@ from tpuplane.components import offline
 from tpuplane.infra.errors import ConfigError
 
 
-@pytest.fixture
-def registrations(monkeypatch):
-    """Every resource the program registers (the root stack aside), in order."""
-    seen: list[str] = []
-    register = offline._RecordingMonitor.RegisterResource
-
-    def counting(self, request):
-        if request.type != "pulumi:pulumi:Stack":
-            seen.append(f"{request.type}::{request.name}")
-        return register(self, request)
-
-    monkeypatch.setattr(offline._RecordingMonitor, "RegisterResource", counting)
-    return seen
-
-
 def plan_error(config: dict) -> ConfigError:
     with pytest.raises(pulumi.RunError) as raised:
         offline.run_program_file(STACKS / "__main__.py", config, project="tpuplane", stack="test")

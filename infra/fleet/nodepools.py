@@ -114,22 +114,31 @@ def _reservation_affinity(pool: TpuPoolConfig) -> ReservationAffinity | None:
 
 
 def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
-    """Every pool of one config entry. Pure: the same config gives the same plan."""
+    """Every pool of one stack config entry. Pure: the same config gives the same plan."""
+    stack_reservation = cfg.stack_reservation(pool)
+    return plan_slice_group(pool, cluster_name=cfg.cluster.name, dedicated_slices=cfg.service_slices(pool),
+                            dedicated_owner=cfg.pathways.name if cfg.pathways else None,
+                            reservation_in_stack=stack_reservation.name if stack_reservation else None)
+
+
+def plan_slice_group(pool: TpuPoolConfig, *, cluster_name: str, dedicated_slices: int = 0,
+                     dedicated_owner: str | None = None, reservation_in_stack: str | None = None) -> PoolGroupPlan:
+    """Every pool of one group of slices, on any cluster: what `TpuSlicePool` creates. The first
+    `dedicated_slices` are held by `dedicated_owner` (a Shared Pathways Service) outside Kueue."""
     spec = pool.spec
-    policy = (WorkloadPolicyPlan(workload_policy_name(cfg.cluster.name, pool.name), spec.topology)
+    policy = (WorkloadPolicyPlan(workload_policy_name(cluster_name, pool.name), spec.topology)
               if spec.needs_workload_policy else None)
     mode = capacity_mode(pool.capacity.value)
     from_zero = mode.scales_from_zero
-    stack_reservation = cfg.stack_reservation(pool)
-    in_stack = stack_reservation.name if stack_reservation else None
-    dedicated = cfg.service_slices(pool)  # the first slices, held by the Shared Pathways Service
+    in_stack = reservation_in_stack
+    dedicated = dedicated_slices if dedicated_owner else 0
 
     def labels(i: int) -> dict[str, str]:
-        own = {DEDICATED_KEY: cfg.pathways.name} if i < dedicated and cfg.pathways else {}
+        own = {DEDICATED_KEY: dedicated_owner} if i < dedicated else {}
         return dict(sorted({**pool_node_labels(pool.capacity.value), **networking_labels(pool), **own}.items()))
 
     def taints(i: int) -> list[dict[str, str]]:
-        return pool_taints() + ([dedicated_taint(cfg.pathways.name)] if i < dedicated and cfg.pathways else [])
+        return pool_taints() + ([dedicated_taint(dedicated_owner)] if i < dedicated else [])
 
     pools = [
         SlicePoolPlan(

@@ -1,0 +1,55 @@
+"""`TpuSlicePool` as a library component: one typed Args class, any cluster (also one tpuplane did not create),
+every check before it registers anything. Pulumi's mocks stand in for GCP (which cannot exist here)."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+from tpuplane.components import offline
+from tpuplane.components.slice_pool import TpuSlicePool, TpuSlicePoolArgs
+from tpuplane.infra.errors import ConfigError
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def existing_cluster_args(**changes) -> TpuSlicePoolArgs:
+    fields = dict(project="acme-ml", location="us-east5", zone="us-east5-b", cluster="their-cluster",
+                  tpu_type="v6e-16", slices=2, capacity="spot", service_account="nodes@acme-ml.iam.gserviceaccount.com")
+    return TpuSlicePoolArgs(**{**fields, **changes})
+
+
+def plan(program) -> offline.Plan:
+    return offline.run_under_mocks(program, {"gcp:project": "acme-ml"}, project="byo", stack="test")
+
+
+def test_tpu_slice_pool_adds_slices_to_a_cluster_it_did_not_create():
+    result = plan(lambda: TpuSlicePool("train", existing_cluster_args()))
+
+    pools = result.of_type(NODE_POOL)
+    assert [p.name for p in pools] == ["train-0", "train-1"]
+    assert {p.inputs["cluster"] for p in pools} == {"their-cluster"}
+    assert {p.inputs["location"] for p in pools} == {"us-east5"}
+    assert pools[0].inputs["nodeConfig"]["spot"] is True
+    assert pools[0].inputs["placementPolicy"]["tpuTopology"] == "4x4"
+
+
+@pytest.mark.parametrize("changes, path", [
+    ({"slices": 0}, "TpuSlicePoolArgs.slices"),
+    ({"capacity": "cheap"}, "TpuSlicePoolArgs.capacity"),
+    ({"tpu_type": "v6e-17"}, "TpuSlicePoolArgs.tpu_type"),
+    ({"capacity": "reservation"}, "TpuSlicePoolArgs.reservation"),
+    ({"max_run_duration": "3600s"}, "TpuSlicePoolArgs.max_run_duration"),
+])
+def test_tpu_slice_pool_bad_args_name_the_field_and_register_nothing(changes, path, registrations):
+    with pytest.raises(ConfigError) as raised:
+        plan(lambda: TpuSlicePool("train", existing_cluster_args(**changes)))
+    assert path in [p.path for p in raised.value.problems]
+    assert registrations == []
+
+
+def test_tpu_slice_pool_workload_policy_needs_the_clusters_name_as_text():
+    with pytest.raises(ConfigError) as raised:
+        plan(lambda: TpuSlicePool("big", existing_cluster_args(
+            tpu_type="tpu7x-128", capacity="on-demand", cluster=pulumi.Output.from_input("their-cluster"))))
+    assert [p.path for p in raised.value.problems] == ["TpuSlicePoolArgs.cluster_name"]
