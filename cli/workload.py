@@ -119,7 +119,7 @@ def render_command(
         except ValidationError as exc:
             raise _model_error(exc) from None
         cfg = _stack_config(stack, config, project_dir)
-        jobset = render_tpu_jobset(spec, cfg)
+        jobset = render_tpu_jobset(spec, cfg.batch_platform if cfg else None)
         _check_schedule([jobset], cfg)
         _print_yaml([jobset])
     except ConfigError as exc:
@@ -198,7 +198,7 @@ def experiment_render_command(
         if experiment.ttl_seconds_after_finished is None:
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
         cfg = _stack_config(stack, config, project_dir)
-        jobsets = render_experiment(experiment, cfg)
+        jobsets = render_experiment(experiment, cfg.batch_platform if cfg else None)
         _check_schedule(jobsets, cfg)
         # Trials differ only in their id (one length for all) and their parameters, passed as args and env
         # values, which any string satisfies: the first and last JobSet stand for all (checking 1,000 takes 10 s).

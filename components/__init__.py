@@ -12,26 +12,41 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tpuplane.components.batch import BatchStack
-    from tpuplane.components.cluster import TpuCluster
-    from tpuplane.components.janitor import ProxyJanitor
-    from tpuplane.components.pathways import SharedPathwaysService
-    from tpuplane.components.reservation import TpuReservation
+    from tpuplane.components.batch_args import BatchStackArgs, KueuePoolArgs, KueueTeamArgs
+    from tpuplane.components.cluster import AuthorizedNetworkArgs, CpuPoolArgs, MaintenanceExclusionArgs, TpuCluster, TpuClusterArgs
+    from tpuplane.components.janitor import ProxyJanitor, ProxyJanitorArgs
+    from tpuplane.components.pathways import SharedPathwaysService, SharedPathwaysServiceArgs
+    from tpuplane.components.reservation import TpuReservation, TpuReservationArgs
     from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
-    from tpuplane.components.slice_pool import TpuSlicePool
-    from tpuplane.components.workload import ImageCache, TpuExperiment, TpuWorkload
+    from tpuplane.components.slice_pool import TpuSlicePool, TpuSlicePoolArgs
+    from tpuplane.components.workload import ImageCache, ImageCacheArgs, TpuExperiment, TpuExperimentArgs, TpuWorkload, TpuWorkloadArgs
 
 _EXPORTS = {
     "TpuCluster": "tpuplane.components.cluster",
+    "TpuClusterArgs": "tpuplane.components.cluster",
+    "CpuPoolArgs": "tpuplane.components.cluster",
+    "MaintenanceExclusionArgs": "tpuplane.components.cluster",
+    "AuthorizedNetworkArgs": "tpuplane.components.cluster",
     "TpuSlicePool": "tpuplane.components.slice_pool",
+    "TpuSlicePoolArgs": "tpuplane.components.slice_pool",
     "TpuReservation": "tpuplane.components.reservation",
+    "TpuReservationArgs": "tpuplane.components.reservation",
     "BatchStack": "tpuplane.components.batch",
+    "BatchStackArgs": "tpuplane.components.batch_args",
+    "KueuePoolArgs": "tpuplane.components.batch_args",
+    "KueueTeamArgs": "tpuplane.components.batch_args",
     "TpuWorkload": "tpuplane.components.workload",
+    "TpuWorkloadArgs": "tpuplane.components.workload",
     "TpuExperiment": "tpuplane.components.workload",
+    "TpuExperimentArgs": "tpuplane.components.workload",
     "ImageCache": "tpuplane.components.workload",
+    "ImageCacheArgs": "tpuplane.components.workload",
     "SharedPathwaysService": "tpuplane.components.pathways",
+    "SharedPathwaysServiceArgs": "tpuplane.components.pathways",
     "SidecarImage": "tpuplane.components.sidecar_image",
     "SidecarImageArgs": "tpuplane.components.sidecar_image",
     "ProxyJanitor": "tpuplane.components.janitor",
+    "ProxyJanitorArgs": "tpuplane.components.janitor",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -11,15 +11,15 @@ Ordering is explicit, because Kueue's webhook refuses objects for 10-30 s after 
 PriorityClasses and team Namespaces are core objects and need neither controller.
 """
 
-from __future__ import annotations
-
 from typing import Any, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.infra.config import StackConfig
+from tpuplane.infra.batch.platform_args import platform_from_args
+from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
 from tpuplane.infra.batch.kueue import (
     controller_releases,
     local_queues,
@@ -36,48 +36,56 @@ WEBHOOK_PROBE_TIMEOUT = "15m"  # 12 retries with kubelet backoff fit well inside
 
 
 class BatchStack(pulumi.ComponentResource):
-    """Kueue + JobSet controllers, priorities, flavors, ClusterQueues and LocalQueues for one cluster."""
+    """Kueue + JobSet controllers, priorities, flavors, ClusterQueues and LocalQueues for one cluster, any cluster:
+    its Kubernetes objects go through the provider given in `opts` (`providers=[...]`).
 
-    kueue_release: k8s.helm.v3.Release
-    jobset_release: k8s.helm.v3.Release
-    webhook_ready: pulumi.Resource
-    """The gate: complete once Kueue's admission webhook answers. Anything creating Kueue objects depends on it."""
-    local_queues: dict[str, str]
-    """Team (or "default" without teams) -> LocalQueue name; the namespace is in `local_queue_namespaces`."""
-    local_queue_namespaces: dict[str, str]
-    queue_resources: list[pulumi.Resource]
-    """The LocalQueues: a workload that names one depends on these."""
+    Children: `kueue_release` and `jobset_release` (Helm), `webhook_ready` (complete once Kueue's admission
+    webhook answers; every Kueue object waits for it) and `queue_resources` (the LocalQueues a workload waits for).
+    """
 
-    def __init__(self, name: str, cfg: StackConfig, *, cpu_pool_name: str,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    local_queues: pulumi.Output[dict[str, str]]
+    """Team (or "default" without teams) -> the name of its LocalQueue."""
+    local_queue_namespaces: pulumi.Output[dict[str, str]]
+    """Team (or "default") -> the namespace of its LocalQueue."""
+    kueue_version: pulumi.Output[str]
+    """The Kueue chart version installed."""
+    jobset_version: pulumi.Output[str]
+    """The JobSet chart version installed."""
+
+    def __init__(self, name: str, args: BatchStackArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        platform = platform_from_args(args)  # every check before the component registers anything
+        cpu_pool_name = args.get("cpu_pool_name", CPU_POOL_NAME)
         super().__init__("tpuplane:index:BatchStack", name, {}, opts)
 
-        kueue, jobset = controller_releases(cfg, cpu_pool_name)
+        kueue, jobset = controller_releases(platform, cpu_pool_name)
         self.kueue_release = self._release(kueue)
         self.jobset_release = self._release(jobset)
-        self.webhook_ready = self._webhook_gate(cfg.kueue.version)
+        self.webhook_ready = self._webhook_gate(platform.kueue.version)
 
         for manifest in render_priority_classes():
             gate = [self.webhook_ready] if manifest["apiVersion"].startswith("kueue.x-k8s.io/") else []
             self._apply(manifest, gate)
-        namespaces = {m["metadata"]["name"]: self._apply(m, []) for m in render_team_namespaces(cfg)}
+        namespaces = {m["metadata"]["name"]: self._apply(m, []) for m in render_team_namespaces(platform)}
 
-        flavors = [self._apply(m, [self.webhook_ready]) for m in render_flavors(cfg, cpu_pool_name)]
+        flavors = [self._apply(m, [self.webhook_ready]) for m in render_flavors(platform, cpu_pool_name)]
         checks: list[pulumi.Resource] = []
-        for manifest in render_provisioning(cfg):  # the config first, then the check that points at it
+        for manifest in render_provisioning(platform):  # the config first, then the check that points at it
             checks.append(self._apply(manifest, [self.webhook_ready, *checks]))
-        cluster_queues = [self._apply(m, [self.webhook_ready, *flavors, *checks]) for m in render_cluster_queues(cfg)]
+        cluster_queues = [self._apply(m, [self.webhook_ready, *flavors, *checks])
+                          for m in render_cluster_queues(platform)]
         self.queue_resources = [
             self._apply(m, [self.webhook_ready, *cluster_queues,
                             *([namespaces[m["metadata"]["namespace"]]] if m["metadata"]["namespace"] in namespaces
                               else [])])
-            for m in render_local_queues(cfg)
+            for m in render_local_queues(platform)
         ]
-        queues = local_queues(cfg)
-        self.local_queues = {team: queue for team, (_, queue) in queues.items()}
-        self.local_queue_namespaces = {team: ns for team, (ns, _) in queues.items()}
-        self.register_outputs({"localQueues": self.local_queues, "kueueVersion": cfg.kueue.version,
-                               "jobsetVersion": cfg.kueue.jobset_version})
+        queues = local_queues(platform)
+        self.local_queues = pulumi.Output.from_input({team: queue for team, (_, queue) in queues.items()})
+        self.local_queue_namespaces = pulumi.Output.from_input({team: ns for team, (ns, _) in queues.items()})
+        self.kueue_version = pulumi.Output.from_input(platform.kueue.version)
+        self.jobset_version = pulumi.Output.from_input(platform.kueue.jobset_version)
+        self.register_outputs({"local_queues": self.local_queues, "local_queue_namespaces": self.local_queue_namespaces,
+                               "kueue_version": self.kueue_version, "jobset_version": self.jobset_version})
 
     def _release(self, release: Any) -> k8s.helm.v3.Release:
         return k8s.helm.v3.Release(

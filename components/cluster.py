@@ -1,11 +1,14 @@
 """`TpuCluster`: a GKE cluster for TPU fleets, its node identity and its CPU system pool."""
 
-from __future__ import annotations
+from typing import NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from tpuplane.infra.args import check_args, model_from_args, renamed
+from tpuplane.infra.config import ClusterConfig, cluster_problems
+from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.cluster import (
     CPU_POOL_NAME,
     NODE_OAUTH_SCOPES,
@@ -13,28 +16,125 @@ from tpuplane.infra.fleet.cluster import (
     plan_cluster,
     render_kubeconfig,
 )
-from tpuplane.infra.config import StackConfig
+
+
+class MaintenanceExclusionArgs(TypedDict):
+    """A window without upgrades (e.g. during a long training run)."""
+
+    start_time: str
+    """RFC 3339 time with a zone, e.g. 2026-12-01T00:00:00Z."""
+    end_time: NotRequired[str]
+    """RFC 3339; unset: until the minor version's end of support (NO_MINOR_* scopes only)."""
+    name: NotRequired[str]
+    """The exclusion's name (default `training-freeze`)."""
+    scope: NotRequired[str]
+    """NO_UPGRADES, NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES (default)."""
+
+
+class AuthorizedNetworkArgs(TypedDict):
+    """A range allowed to reach the control plane."""
+
+    cidr: str
+    """An IPv4 network, e.g. 10.0.0.0/8."""
+    name: NotRequired[str]
+    """A display name."""
+
+
+class CpuPoolArgs(TypedDict):
+    """The system pool: Kueue, JobSet, the Pathways head and client proxies run here."""
+
+    machine_type: NotRequired[str]
+    """Default n2-standard-16."""
+    min_nodes: NotRequired[int]
+    """Default 1."""
+    max_nodes: NotRequired[int]
+    """Default 10."""
+
+
+class TpuClusterArgs(TypedDict):
+    """A GKE cluster for TPU fleets: VPC-native, Dataplane V2, Workload Identity, GCS FUSE, a least-privilege node
+    service account, the default pool removed and a CPU system pool."""
+
+    project: str
+    """The project of the cluster."""
+    region: str
+    """The region: the control plane's location when `regional`."""
+    name: str
+    """The cluster's name (a DNS label)."""
+    zone: str
+    """The zone of the TPU and CPU nodes (a zone of `region`)."""
+    regional: NotRequired[bool]
+    """A regional control plane (default true, xpk's layout); false: zonal."""
+    release_channel: NotRequired[str]
+    """RAPID, REGULAR (default), STABLE or EXTENDED."""
+    min_master_version: NotRequired[str]
+    """The lowest control plane version to accept."""
+    maintenance_exclusion: NotRequired[MaintenanceExclusionArgs]
+    """A window without upgrades."""
+    deletion_protection: NotRequired[bool]
+    """Refuse to delete the cluster (default true)."""
+    production: NotRequired[bool]
+    """Labels the cluster as production, for the policy pack (default false)."""
+    network: NotRequired[str]
+    """The VPC (default `default`)."""
+    subnetwork: NotRequired[str]
+    """The subnetwork; default: the network's auto subnet."""
+    private_endpoint: NotRequired[bool]
+    """A private control plane and private nodes; needs `master_authorized_networks`."""
+    master_authorized_networks: NotRequired[list[AuthorizedNetworkArgs]]
+    """Ranges allowed to reach the control plane."""
+    cpu_pool: NotRequired[CpuPoolArgs]
+    """The CPU system pool."""
+    multi_networking: NotRequired[bool]
+    """GKE multi-networking, needed by TPU pools with automated accelerator networking (v6e by default)."""
+
+
+_ARGS = "TpuClusterArgs"
+_OWN_FIELDS = ("project", "region", "multi_networking")
+
+
+def _cluster_config(args: TpuClusterArgs) -> ClusterConfig:
+    """The Args as the stack config's cluster section, checked by the same rules; errors name Args fields."""
+    check_args(args, _ARGS)
+    for field in ("project", "region"):
+        if not isinstance(args.get(field), str):
+            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
+    cluster = model_from_args(ClusterConfig, {k: v for k, v in args.items() if k not in _OWN_FIELDS}, _ARGS)
+    problems = cluster_problems(cluster, region=args["region"], path=_ARGS, region_path=f"{_ARGS}.region")
+    if problems:
+        raise ConfigError(renamed(problems, {_ARGS: _ARGS}))
+    return cluster
 
 
 class TpuCluster(pulumi.ComponentResource):
-    """VPC-native, Dataplane V2, Workload Identity, GCS FUSE; the default pool removed; a dedicated node SA."""
+    """VPC-native, Dataplane V2, Workload Identity, GCS FUSE; the default pool removed; a dedicated node SA.
 
-    cluster: gcp.container.Cluster
-    cpu_pool: gcp.container.NodePool
-    node_service_account: gcp.serviceaccount.Account
-    provider: k8s.Provider
+    Children: `cluster` (gcp.container.Cluster), `cpu_pool`, `node_service_account` and `provider`, a Kubernetes
+    provider for the new cluster that waits for the CPU pool (pass it to `BatchStack` and the workloads)."""
 
-    def __init__(self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None):
+    cluster_name: pulumi.Output[str]
+    """The cluster's name."""
+    location: pulumi.Output[str]
+    """The cluster's location: its region, or its zone when zonal (what `TpuSlicePoolArgs.location` takes)."""
+    endpoint: pulumi.Output[str]
+    """The control plane's IP address."""
+    node_service_account_email: pulumi.Output[str]
+    """The least-privilege service account every node pool runs as."""
+    kubeconfig: pulumi.Output[str]
+    """A kubeconfig without credentials (gke-gcloud-auth-plugin fetches short-lived tokens)."""
+
+    def __init__(self, name: str, args: TpuClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        c = _cluster_config(args)  # every check before the component registers anything
+        project, region = args["project"], args["region"]
+        plan = plan_cluster(c, project=project, region=region, multi_networking=args.get("multi_networking", False))
         super().__init__("tpuplane:index:TpuCluster", name, {}, opts)
-        plan = plan_cluster(cfg)
-        c = cfg.cluster
         child = pulumi.ResourceOptions(parent=self)
 
         self.node_service_account = gcp.serviceaccount.Account(
-            f"{name}-nodes", project=cfg.project, account_id=plan.service_account_id,
+            f"{name}-nodes", project=project, account_id=plan.service_account_id,
             display_name=f"GKE nodes of {c.name} (tpuplane)", opts=child)
         grants = [
-            gcp.projects.IAMMember(f"{name}-nodes-{role.split('/')[1]}", project=cfg.project, role=role,
+            gcp.projects.IAMMember(f"{name}-nodes-{role.split('/')[1]}", project=project, role=role,
                                    member=self.node_service_account.member, opts=child)
             for role in NODE_SERVICE_ACCOUNT_ROLES
         ]
@@ -43,7 +143,7 @@ class TpuCluster(pulumi.ComponentResource):
         self.cluster = gcp.container.Cluster(
             name,
             name=c.name,
-            project=cfg.project,
+            project=project,
             location=plan.location,
             node_locations=list(plan.node_locations) or None,
             remove_default_node_pool=True,
@@ -89,10 +189,10 @@ class TpuCluster(pulumi.ComponentResource):
         self.cpu_pool = gcp.container.NodePool(
             f"{name}-{CPU_POOL_NAME}",
             name=CPU_POOL_NAME,
-            project=cfg.project,
+            project=project,
             cluster=self.cluster.name,
             location=plan.location,
-            node_locations=[cfg.cluster.zone],
+            node_locations=[c.zone],
             initial_node_count=c.cpu_pool.min_nodes,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 min_node_count=c.cpu_pool.min_nodes, max_node_count=c.cpu_pool.max_nodes),
@@ -110,12 +210,17 @@ class TpuCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
         )
 
-        kubeconfig = pulumi.Output.all(self.cluster.name, self.cluster.endpoint,
-                                       self.cluster.master_auth.cluster_ca_certificate).apply(
+        self.kubeconfig = pulumi.Output.all(self.cluster.name, self.cluster.endpoint,
+                                            self.cluster.master_auth.cluster_ca_certificate).apply(
             lambda a: render_kubeconfig(a[0], a[1], a[2]))
         # Kubernetes objects wait for the CPU pool: controllers and webhooks need somewhere to run.
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig,
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
                                      opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_pool]))
 
-        self.register_outputs({"cluster_name": self.cluster.name, "endpoint": self.cluster.endpoint,
-                               "node_service_account": self.node_service_account.email})
+        self.cluster_name = self.cluster.name
+        self.location = pulumi.Output.from_input(plan.location)
+        self.endpoint = self.cluster.endpoint
+        self.node_service_account_email = self.node_service_account.email
+        self.register_outputs({"cluster_name": self.cluster_name, "location": self.location,
+                               "endpoint": self.endpoint, "node_service_account_email": self.node_service_account_email,
+                               "kubeconfig": self.kubeconfig})

@@ -4,30 +4,65 @@ The manifests (ServiceAccount, Role with only list/get/delete on Jobs, RoleBindi
 `tpuplane.infra.pathways.proxy.render_janitor`; this component only registers them, in dependency order.
 """
 
-from __future__ import annotations
+from typing import NotRequired, Optional, TypedDict
 
 import pulumi
 
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.infra.pathways.proxy import DEFAULT_JANITOR_SCHEDULE, DEFAULT_STALE_AFTER_SECONDS, JANITOR_NAME, JanitorSpec, \
-    render_janitor
+from tpuplane.components.options import caller_dependencies
+from tpuplane.infra.args import check_args, renamed
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.pathways.proxy import JanitorSpec, janitor_problems, render_janitor
+
+
+class ProxyJanitorArgs(TypedDict):
+    """Where and how often leaked Pathways client proxies are deleted."""
+
+    namespace: str
+    """The namespace whose proxy Jobs it reaps (a team's namespace)."""
+    image: str
+    """An image with `tpuplane[runtime]` installed (the `tpuplane` command on PATH), pinned by tag or digest."""
+    schedule: NotRequired[str]
+    """A 5-field cron schedule (default every 5 minutes)."""
+    stale_after_seconds: NotRequired[int]
+    """A proxy silent for longer than this is deleted (at least 60; default 600)."""
+    object_name: NotRequired[str]
+    """The name of its CronJob, ServiceAccount, Role and RoleBinding (default `pathways-proxy-janitor`)."""
+
+
+_ARGS = "ProxyJanitorArgs"
+_FIELDS = {"namespace": "namespace", "image": "image", "schedule": "schedule",
+           "stale_after_seconds": "stale_after_seconds", "object_name": "name"}
+
+
+def janitor_spec(args: ProxyJanitorArgs) -> JanitorSpec:
+    """The Args as the janitor's spec, checked by the same rules as the stack's janitors."""
+    check_args(args, _ARGS)
+    unknown = sorted(set(args) - set(_FIELDS))
+    if unknown:
+        raise ConfigError.at(f"{_ARGS}.{unknown[0]}", args[unknown[0]], f"one of {sorted(_FIELDS)}")
+    spec = JanitorSpec(**{_FIELDS[key]: value for key, value in args.items()})
+    problems = janitor_problems(spec, path=_ARGS)
+    if problems:
+        raise ConfigError(renamed(problems, {f"{_ARGS}.name": f"{_ARGS}.object_name", _ARGS: _ARGS}))
+    return spec
 
 
 class ProxyJanitor(pulumi.ComponentResource):
     """Deletes, every `schedule`, the proxy Jobs in `namespace` silent for more than `stale_after_seconds`.
+    Child: `cron_job`."""
 
-    `image` must have `tpuplane[runtime]` installed (the `tpuplane` command on PATH).
-    """
+    cron_job_name: pulumi.Output[str]
+    """The CronJob's name."""
 
-    def __init__(self, name: str, *, namespace: str, image: str, schedule: str = DEFAULT_JANITOR_SCHEDULE,
-                 stale_after_seconds: int = DEFAULT_STALE_AFTER_SECONDS, object_name: str = JANITOR_NAME,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: ProxyJanitorArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        spec = janitor_spec(args)
         super().__init__("tpuplane:index:ProxyJanitor", name, {}, opts)
-        manifests = render_janitor(JanitorSpec(namespace=namespace, image=image, schedule=schedule,
-                                               stale_after_seconds=stale_after_seconds, name=object_name))
         created: list[pulumi.Resource] = []
-        for manifest in manifests:
+        for manifest in render_janitor(spec):
             # Each object waits for the ones before it: the CronJob never runs before its rights exist.
-            created.append(manifest_resource(manifest, pulumi.ResourceOptions(parent=self, depends_on=list(created))))
+            created.append(manifest_resource(manifest, pulumi.ResourceOptions(
+                parent=self, depends_on=[*caller_dependencies(opts), *created])))
         self.cron_job = created[-1]
-        self.register_outputs({"namespace": namespace, "cronJob": object_name})
+        self.cron_job_name = pulumi.Output.from_input(spec.name)
+        self.register_outputs({"cron_job_name": self.cron_job_name})

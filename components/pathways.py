@@ -13,78 +13,131 @@ Image pulls need `roles/artifactregistry.reader` for the node service account: `
 so it is not granted twice here (two resources owning one binding would delete it for both on removal).
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 
+from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.infra.config import StackConfig
+from tpuplane.components.options import caller_dependencies
+from tpuplane.infra.args import check_args, model_from_args, renamed
+from tpuplane.infra.config import TpuPoolConfig, tpu_type_problem
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
+from tpuplane.infra.pathways.config import PathwaysConfig, PathwaysPlan, cpu_pool_problems, plan_service, \
+    service_problems
 from tpuplane.infra.pathways.service import (
     render_pathways_namespace,
     render_pathways_network_policy,
     render_pathways_service_jobset,
 )
-from tpuplane.infra.pathways.config import PathwaysPlan, plan_pathways
 
 SCRATCH_OBJECT_MAX_AGE_DAYS = 7  # scratch is compilation and transfer state, never a checkpoint
 BUCKET_ROLE = "roles/storage.objectAdmin"
 
 
-def _dependencies(opts: pulumi.ResourceOptions | None) -> list[Any]:
-    """The caller's `depends_on` (e.g. the JobSet controller), which children do not inherit on their own."""
-    deps = opts.depends_on if opts is not None else None
-    if deps is None:
-        return []
-    if isinstance(deps, pulumi.Resource):
-        return [deps]
-    return list(deps)
+class SharedPathwaysServiceArgs(TypedDict):
+    """One long-lived Pathways service on the first slices of a TPU pool group, shared by the teams' clients."""
+
+    project: str
+    """The project: the scratch bucket and Workload Identity members live there."""
+    region: str
+    """The scratch bucket's location."""
+    cluster_name: str
+    """The cluster's name (scratch bucket and workload-policy names derive from it)."""
+    pool: KueuePoolArgs
+    """The TPU pool group it runs on: `TpuSlicePool(...).kueue_pool`, or a description of your own group."""
+    node_service_account: pulumi.Input[str]
+    """The nodes' service account email: it gets object access on the scratch bucket."""
+    jax_version: NotRequired[str]
+    """The JAX release whose public server and proxy images it runs (or give `server_image`)."""
+    server_image: NotRequired[str]
+    """A pinned `.../server:<tag>` image; the proxy is its `.../proxy_server` sibling (or give `jax_version`)."""
+    service_name: NotRequired[str]
+    """The JobSet and its namespace; default: the component's name."""
+    slices: NotRequired[int]
+    """How many of the group's slices it holds (its first ones); default all. Kueue must not get them:
+    give the group `dedicated_slices` of the same number."""
+    gcs_bucket: NotRequired[str]
+    """An existing `gs://bucket[/prefix]` for scratch; default: a bucket it creates (objects expire)."""
+    client_namespaces: NotRequired[list[str]]
+    """Where clients create their proxies (the teams' namespaces); default `default`."""
+    sidecar_image: NotRequired[pulumi.Input[str]]
+    """A colocated-Python sidecar image for every worker (`SidecarImage(...).image_ref`)."""
+    cpu_pool_name: NotRequired[str]
+    """The CPU node pool the head runs on (default `cpu`)."""
+    cpu_machine_type: NotRequired[str]
+    """That pool's machine type, checked to hold the head and a client proxy (default n2-standard-16)."""
+
+
+_ARGS = "SharedPathwaysServiceArgs"
+_SERVICE_FIELDS = ("jax_version", "server_image", "slices", "gcs_bucket")
+_PATHS = {"tpuplane:pathways.name": f"{_ARGS}.service_name", "tpuplane:pathways.tpuPool": f"{_ARGS}.pool",
+          "tpuplane:cluster.cpuPool.machineType": f"{_ARGS}.cpu_machine_type", "tpuplane:pathways": _ARGS}
+
+
+def plan_shared_service(name: str, args: SharedPathwaysServiceArgs) -> PathwaysPlan:
+    """The Args checked by the stack config's own Pathways rules, and the service planned from them."""
+    check_args(args, _ARGS)
+    for field in ("project", "region", "cluster_name"):
+        if not isinstance(args.get(field), str):
+            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
+    check_args(args.get("pool"), f"{_ARGS}.pool")
+    pool_fields = {k: v for k, v in args["pool"].items() if k != "dedicated_slices"}
+    pool = model_from_args(TpuPoolConfig, pool_fields, f"{_ARGS}.pool")
+    bad_type = tpu_type_problem(f"{_ARGS}.pool.tpuType", pool.tpu_type, pool.machine_type)
+    if bad_type:
+        raise ConfigError(renamed([bad_type], {_ARGS: _ARGS}))
+    service = {"name": args.get("service_name") or name, "tpu_pool": pool.name,
+               **{field: args[field] for field in _SERVICE_FIELDS if field in args}}
+    pw = model_from_args(PathwaysConfig, service, _ARGS)
+    namespaces = list(args.get("client_namespaces") or [])
+    problems = service_problems(pw, pool, namespaces)
+    problems += cpu_pool_problems(args.get("cpu_machine_type", "n2-standard-16"))
+    if problems:
+        raise ConfigError(renamed(problems, _PATHS))
+    return plan_service(pw, pool, project=args["project"], cluster_name=args["cluster_name"],
+                        client_namespaces=namespaces)
 
 
 class SharedPathwaysService(pulumi.ComponentResource):
-    """The Shared Pathways Service of `cfg.pathways`. Kubernetes objects use the provider passed in `opts`."""
+    """The Shared Pathways Service: resource manager + TPU workers as one JobSet, its namespace, a NetworkPolicy,
+    a scratch bucket and its grants. Kubernetes objects use the provider passed in `opts`; pass the JobSet
+    controller (`BatchStack(...)`) in `opts.depends_on`."""
 
-    pathways_service: str
+    pathways_service: pulumi.Output[str]
     """`host:port` of the resource manager, resolvable from any namespace."""
-    instance_type: str
-    server_image: str
-    proxy_image: str
-    namespace: str
+    instance_type: pulumi.Output[str]
+    """The Pathways instance type of its slices (e.g. `tpuv6e:4x4`)."""
+    server_image: pulumi.Output[str]
+    """The server image it runs."""
+    proxy_image: pulumi.Output[str]
+    """The matching proxy image clients must use."""
+    namespace: pulumi.Output[str]
+    """Its namespace."""
     bucket: pulumi.Output[str]
+    """The scratch bucket's name."""
 
-    def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        *,
-        node_service_account_email: pulumi.Input[str],
-        cpu_pool_name: str,
-        sidecar_image: pulumi.Input[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: SharedPathwaysServiceArgs,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        plan = plan_shared_service(name, args)
         super().__init__("tpuplane:index:SharedPathwaysService", name, {}, opts)
-        plan = plan_pathways(cfg)
         child = pulumi.ResourceOptions(parent=self)
 
         namespace = manifest_resource(render_pathways_namespace(plan.namespace), child)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         manifest_resource(render_pathways_network_policy(plan.name, plan.proxy_namespaces), in_namespace)
 
-        bucket_name = self._scratch_bucket(name, cfg, plan)
-        members = [pulumi.Output.concat("serviceAccount:", node_service_account_email),
-                   *plan.workload_identity_members(cfg.project)]
+        bucket_name = self._scratch_bucket(name, args, plan)
+        members = [pulumi.Output.concat("serviceAccount:", args["node_service_account"]),
+                   *plan.workload_identity_members(args["project"])]
         grants = [
             gcp.storage.BucketIAMMember(f"{name}-scratch-{i}", bucket=bucket_name, role=BUCKET_ROLE, member=member,
                                         opts=child)
             for i, member in enumerate(members)
         ]
-
-        if plan.build_sidecar and sidecar_image is None:
-            raise ValueError("tpuplane:pathways.sidecar asks for a built image: pass SidecarImage(...).image_ref "
-                             "as sidecar_image")
-        image = sidecar_image if sidecar_image is not None else plan.sidecar_image
+        cpu_pool_name = args.get("cpu_pool_name", CPU_POOL_NAME)
 
         def render(sidecar: str | None) -> dict[str, Any]:
             return render_pathways_service_jobset(
@@ -93,21 +146,22 @@ class SharedPathwaysService(pulumi.ComponentResource):
                 placement_policy=plan.placement_policy, sidecar_image=sidecar)
 
         manifest = render(None)
+        image = args.get("sidecar_image")
         if image is not None:
             manifest["spec"] = pulumi.Output.from_input(image).apply(lambda ref: render(ref)["spec"])
         manifest_resource(manifest, pulumi.ResourceOptions(
             parent=self,
-            depends_on=[*_dependencies(opts), namespace, *grants],
+            depends_on=[*caller_dependencies(opts), namespace, *grants],
             # A JobSet's spec is immutable once created, and the name is fixed: a change replaces it, delete first.
             replace_on_changes=["spec"],
             delete_before_replace=True,
         ))
 
-        self.pathways_service = plan.service_address
-        self.instance_type = plan.instance_type
-        self.server_image = plan.server_image
-        self.proxy_image = plan.proxy_image
-        self.namespace = plan.namespace
+        self.pathways_service = pulumi.Output.from_input(plan.service_address)
+        self.instance_type = pulumi.Output.from_input(plan.instance_type)
+        self.server_image = pulumi.Output.from_input(plan.server_image)
+        self.proxy_image = pulumi.Output.from_input(plan.proxy_image)
+        self.namespace = pulumi.Output.from_input(plan.namespace)
         self.bucket = pulumi.Output.from_input(bucket_name)
         self.register_outputs({
             "pathways_service": self.pathways_service,
@@ -118,14 +172,14 @@ class SharedPathwaysService(pulumi.ComponentResource):
             "bucket": self.bucket,
         })
 
-    def _scratch_bucket(self, name: str, cfg: StackConfig, plan: PathwaysPlan) -> pulumi.Input[str]:
+    def _scratch_bucket(self, name: str, args: SharedPathwaysServiceArgs, plan: PathwaysPlan) -> pulumi.Input[str]:
         if not plan.create_bucket:
             return plan.bucket
         bucket = gcp.storage.Bucket(
             f"{name}-scratch",
             name=plan.bucket,
-            project=cfg.project,
-            location=cfg.region,
+            project=args["project"],
+            location=args["region"],
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
             force_destroy=True,  # scratch only: removing the service must not fail on leftovers

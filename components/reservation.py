@@ -1,33 +1,83 @@
 """`TpuReservation`: a Compute Engine specific reservation sized in whole slices of one TPU type."""
 
-from __future__ import annotations
+from typing import NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuplane.infra.fleet.cluster import reservation_deletion_policy, reservation_vm_count
-from tpuplane.infra.config import ReservationConfig, StackConfig
+from tpuplane.infra.args import check_args, model_from_args, renamed
+from tpuplane.infra.config import ReservationConfig, reservation_problems
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.fleet.cluster import reservation_deletion_policy
+
+
+class TpuReservationArgs(TypedDict):
+    """Whole slices of one TPU type, reserved in one zone for the pools that name the reservation."""
+
+    project: str
+    """The project of the reservation."""
+    zone: str
+    """The zone of the reserved VMs: the TPU pools' zone."""
+    tpu_type: str
+    """A TPU type `tpuplane catalog` knows, e.g. `v5p-128`."""
+    slices: NotRequired[int]
+    """How many whole slices (default 1)."""
+    name: NotRequired[str]
+    """The reservation's name; default: the component's name."""
+    machine_type: NotRequired[str]
+    """Only for the single-host 8-chip machines of 2x4 shapes."""
+    maintenance_interval: NotRequired[str]
+    """AS_NEEDED (default) or PERIODIC; the pools that consume it must match."""
+    keep_on_delete: NotRequired[bool]
+    """Keep the reservation when the program stops declaring it (production: capacity given back is rarely
+    given again). Default false."""
+
+
+_ARGS = "TpuReservationArgs"
+_OWN_FIELDS = ("project", "keep_on_delete")
+
+
+def _reservation_config(name: str, args: TpuReservationArgs) -> ReservationConfig:
+    check_args(args, _ARGS)
+    name = args.get("name") or name
+    for field in ("project", "zone"):
+        if not isinstance(args.get(field), str):
+            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
+    res = model_from_args(ReservationConfig, {"name": name, **{k: v for k, v in args.items()
+                                                               if k not in _OWN_FIELDS}}, _ARGS)
+    problems = reservation_problems(res, _ARGS)
+    if problems:
+        raise ConfigError(renamed(problems, {_ARGS: _ARGS}))
+    return res
 
 
 class TpuReservation(pulumi.ComponentResource):
-    reservation: gcp.compute.Reservation
+    """A specific reservation only pools that name it consume. Child: `reservation` (gcp.compute.Reservation);
+    pass it in a `TpuSlicePool`'s `opts.depends_on` so the pools wait for it."""
 
-    def __init__(self, name: str, res: ReservationConfig, cfg: StackConfig,
-                 opts: pulumi.ResourceOptions | None = None):
+    reservation_name: pulumi.Output[str]
+    """The reservation's name, for `TpuSlicePoolArgs.reservation`."""
+    vm_count: pulumi.Output[int]
+    """The VMs it holds: whole slices of its TPU type."""
+
+    def __init__(self, name: str, args: TpuReservationArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        res = _reservation_config(name, args)
         super().__init__("tpuplane:index:TpuReservation", name, {}, opts)
         self.reservation = gcp.compute.Reservation(
             res.name,
             name=res.name,
-            project=cfg.project,
-            zone=res.zone or cfg.cluster.zone,
-            deletion_policy=reservation_deletion_policy(cfg),
+            project=args["project"],
+            zone=res.zone,
+            deletion_policy=reservation_deletion_policy(bool(args.get("keep_on_delete", False))),
             # Only pools that name it consume it: a training reservation must not leak to stray VMs.
             specific_reservation_required=True,
             specific_reservation=gcp.compute.ReservationSpecificReservationArgs(
-                count=reservation_vm_count(res),
+                count=res.vms,
                 instance_properties=gcp.compute.ReservationSpecificReservationInstancePropertiesArgs(
                     machine_type=res.spec.machine_type,
                     # Only PERIODIC is sent; absent means GKE's AS_NEEDED. Pools must match it.
                     maintenance_interval="PERIODIC" if res.maintenance_interval == "PERIODIC" else None)),
             opts=pulumi.ResourceOptions(parent=self))
-        self.register_outputs({"name": self.reservation.name})
+        self.reservation_name = self.reservation.name
+        self.vm_count = pulumi.Output.from_input(res.vms)
+        self.register_outputs({"reservation_name": self.reservation_name, "vm_count": self.vm_count})

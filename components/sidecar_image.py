@@ -11,17 +11,16 @@ credential helper, set up once with `gcloud auth configure-docker <region>-docke
 needs Artifact Registry Writer; the TPU node service account needs Artifact Registry Reader to pull.
 """
 
-from __future__ import annotations
-
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
 
+from tpuplane.infra.args import check_args
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.sidecar_check import check_sidecar
 from tpuplane.infra.pathways.sidecar_image import (
@@ -34,25 +33,59 @@ from tpuplane.infra.pathways.sidecar_image import (
 )
 
 
-@dataclass
-class SidecarImageArgs:
-    """Where to build from and push to.
+class SidecarImageArgs(TypedDict):
+    """Where to build the colocated-Python sidecar image from, and where to push it."""
 
-    `context_dir` is the build context, the folder holding the Dockerfile (sidecar/ in this repository).
-    `requirements_file` is the file the build installs, relative to `context_dir` (the Dockerfile's REQUIREMENTS
-    build argument). `constraints_file` is the base image's /opt/venv/server_constraints.txt exported next to the
-    stack (the repository's sidecar/constraints.example.txt only shows its format). `jax_version` is the client's
-    JAX: it picks the base image, and the pinned jax/jaxlib must equal it.
-    """
+    project: str
+    """The project of the Artifact Registry repository."""
+    region: str
+    """The repository's region (`<region>-docker.pkg.dev`)."""
+    context_dir: str
+    """The build context: the folder holding the Dockerfile (sidecar/ in this repository)."""
+    constraints_file: str
+    """The base image's /opt/venv/server_constraints.txt, exported next to the stack (sidecar/constraints.example.txt
+    only shows its format)."""
+    requirements_file: NotRequired[str]
+    """The file the build installs, relative to `context_dir` (default requirements.txt)."""
+    jax_version: NotRequired[str]
+    """The client's JAX: it picks the base image, and the pinned jax/jaxlib must equal it."""
+    repository_id: NotRequired[str]
+    """The Artifact Registry repository (default `tpuplane-sidecar`)."""
+    image_name: NotRequired[str]
+    """The image's name in the repository (default `sidecar`)."""
+
+
+@dataclass(frozen=True)
+class _Build:
+    """The Args with their defaults, paths as paths."""
 
     project: str
     region: str
     context_dir: Path
     constraints_file: Path
-    requirements_file: str = DEFAULT_REQUIREMENTS_FILE
-    jax_version: str = DEFAULT_JAX_VERSION
-    repository_id: str = "tpuplane-sidecar"
-    image_name: str = "sidecar"
+    requirements_file: str
+    jax_version: str
+    repository_id: str
+    image_name: str
+
+
+_ARGS = "SidecarImageArgs"
+
+
+def _build(args: SidecarImageArgs) -> _Build:
+    check_args(args, _ARGS)
+    unknown = sorted(set(args) - set(_Build.__dataclass_fields__))
+    if unknown:
+        raise ConfigError.at(f"{_ARGS}.{unknown[0]}", args[unknown[0]], f"one of the fields of {_ARGS}")
+    for field in ("project", "region", "context_dir", "constraints_file"):
+        if not isinstance(args.get(field), (str, os.PathLike)):
+            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
+    return _Build(project=str(args["project"]), region=str(args["region"]), context_dir=Path(args["context_dir"]),
+                  constraints_file=Path(args["constraints_file"]),
+                  requirements_file=str(args.get("requirements_file", DEFAULT_REQUIREMENTS_FILE)),
+                  jax_version=str(args.get("jax_version", DEFAULT_JAX_VERSION)),
+                  repository_id=str(args.get("repository_id", "tpuplane-sidecar")),
+                  image_name=str(args.get("image_name", "sidecar")))
 
 
 class SidecarImage(pulumi.ComponentResource):
@@ -64,31 +97,33 @@ class SidecarImage(pulumi.ComponentResource):
     """`<region>-docker.pkg.dev/<project>/<repository>`."""
 
     @staticmethod
-    def check(name: str, args: SidecarImageArgs) -> Any:
+    def check(args: SidecarImageArgs) -> Any:
         """Everything that would stop the build, before any resource: the base image for the JAX version, the
         build context, requirement conflicts with the base image's pins, and files the build would not receive.
         A stack program calls it before its first resource; the constructor calls it again for library users.
         Returns the base image."""
-        base = base_image_for(args.jax_version, path=f"{name}.jaxVersion")
-        if not (args.context_dir / DOCKERFILE).is_file():
-            raise ConfigError.at(f"{name}.contextDir", str(args.context_dir), f"a folder holding a {DOCKERFILE}",
+        build = _build(args)
+        base = base_image_for(build.jax_version, path=f"{_ARGS}.jax_version")
+        if not (build.context_dir / DOCKERFILE).is_file():
+            raise ConfigError.at(f"{_ARGS}.context_dir", str(build.context_dir), f"a folder holding a {DOCKERFILE}",
                                  "the build context is the sidecar folder (sidecar/ in this repository)")
         result = check_sidecar(
-            args.context_dir / args.requirements_file,
-            args.constraints_file,
+            build.context_dir / build.requirements_file,
+            build.constraints_file,
             python_version=base.python_version,
-            jax_version=args.jax_version,
-            jax_source=f"{name}.jaxVersion",
+            jax_version=build.jax_version,
+            jax_source=f"{_ARGS}.jax_version",
         )
         result.raise_for_conflicts()
-        missing = context_problems(args.context_dir, list(result.files), path=f"{name}.requirementsFile")
+        missing = context_problems(build.context_dir, list(result.files), path=f"{_ARGS}.requirements_file")
         if missing:
             raise ConfigError(missing)
         return base
 
     def __init__(self, name: str, args: SidecarImageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        base = self.check(name, args)
-        dockerfile = args.context_dir / DOCKERFILE
+        base = self.check(args)
+        build = _build(args)
+        dockerfile = build.context_dir / DOCKERFILE
 
         super().__init__("tpuplane:index:SidecarImage", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -96,9 +131,9 @@ class SidecarImage(pulumi.ComponentResource):
         repository = gcp.artifactregistry.Repository(
             f"{name}-repository",
             gcp.artifactregistry.RepositoryArgs(
-                project=args.project,
-                location=args.region,
-                repository_id=args.repository_id,
+                project=build.project,
+                location=build.region,
+                repository_id=build.repository_id,
                 format="DOCKER",
                 description="Colocated-Python sidecar images built by tpuplane.",
             ),
@@ -109,19 +144,19 @@ class SidecarImage(pulumi.ComponentResource):
             repository.location, "-docker.pkg.dev/", repository.project, "/", repository.repository_id
         )
 
-        build_args = {"BASE_IMAGE": base.ref, "REQUIREMENTS": Path(args.requirements_file).as_posix()}
-        tag = image_tag(args.context_dir, build_args=build_args)
+        build_args = {"BASE_IMAGE": base.ref, "REQUIREMENTS": Path(build.requirements_file).as_posix()}
+        tag = image_tag(build.context_dir, build_args=build_args)
         image = docker_build.Image(
             f"{name}-image",
             docker_build.ImageArgs(
                 # Relative to the program's working directory (Pulumi runs the program, and starts the provider, in
                 # the folder `main` names), so the same commit plans the same inputs wherever it is checked out.
-                context=docker_build.BuildContextArgs(location=os.path.relpath(args.context_dir)),
+                context=docker_build.BuildContextArgs(location=os.path.relpath(build.context_dir)),
                 dockerfile=docker_build.DockerfileArgs(location=os.path.relpath(dockerfile)),
                 build_args=build_args,
                 platforms=[docker_build.Platform.LINUX_AMD64],
                 push=True,
-                tags=[pulumi.Output.concat(self.repository_url, f"/{args.image_name}:{tag}")],
+                tags=[pulumi.Output.concat(self.repository_url, f"/{build.image_name}:{tag}")],
             ),
             opts=child,
         )

@@ -1,17 +1,14 @@
 """`TpuSlicePool`: one GKE node pool per TPU slice of a group, from `infra.fleet.nodepools` plans, on any cluster."""
 
-from __future__ import annotations
-
-import dataclasses
-import re
-from dataclasses import dataclass
-from typing import Sequence
+from typing import NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
-from pydantic import ValidationError
-
 from tpuplane.infra.config import TpuPoolConfig, pool_problems
+from tpuplane.components.batch_args import KueuePoolArgs
+from tpuplane.components.options import caller_dependencies
+from tpuplane.infra.args import check_args, model_from_args, renamed
+from tpuplane.infra.batch.platform import kueue_pool_of
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
 from tpuplane.infra.fleet.nodepools import PoolGroupPlan, SlicePoolPlan, plan_slice_group
@@ -74,8 +71,7 @@ def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: s
     )
 
 
-@dataclass
-class TpuSlicePoolArgs:
+class TpuSlicePoolArgs(TypedDict):
     """One group of identical TPU slices on a GKE cluster: tpuplane's `TpuCluster`, or one that exists already
     (made by your own Terraform or Pulumi), given by name and location. One node pool per slice, `<group>-<i>`."""
 
@@ -86,116 +82,141 @@ class TpuSlicePoolArgs:
     zone: str
     """The zone of the TPU VMs; every slice of the group lives there."""
     cluster: pulumi.Input[str]
-    """The cluster's name: `TpuCluster(...).cluster.name`, or the name of an existing cluster."""
+    """The cluster's name: `TpuCluster(...).cluster_name`, or the name of an existing cluster."""
     tpu_type: str
     """A TPU type `tpuplane catalog` knows, e.g. `v6e-16`, `v5p-128`, `tpu7x-8`."""
-    cluster_name: str | None = None
+    cluster_name: NotRequired[str]
     """The cluster's name as plain text, for names derived from it (tpu7/tpu7x workload policies); needed only
     when `cluster` is an Output."""
-    slices: int = 1
-    """How many slices, each its own node pool."""
-    capacity: str = "on-demand"
-    """on-demand, reservation, spot, flex-start or queued."""
-    reservation: str | None = None
+    slices: NotRequired[int]
+    """How many slices, each its own node pool (default 1)."""
+    capacity: NotRequired[str]
+    """on-demand (default), reservation, spot, flex-start or queued."""
+    reservation: NotRequired[str]
     """With capacity reservation: the reservation's name or `projects/P/reservations/R[/reservationBlocks/B]`."""
-    machine_type: str | None = None
+    machine_type: NotRequired[str]
     """Only to pick the single-host 8-chip machine for 2x4 shapes (`ct6e-standard-8t`, `ct5lp-hightpu-8t`)."""
-    max_run_duration: str | None = None
+    max_run_duration: NotRequired[str]
     """`<seconds>s`, with flex-start or queued only."""
-    maintenance_interval: str = "AS_NEEDED"
-    """AS_NEEDED or PERIODIC (the interval of the reservation the pools consume)."""
-    disk_size_gb: int | None = None
+    maintenance_interval: NotRequired[str]
+    """AS_NEEDED (default) or PERIODIC (the interval of the reservation the pools consume)."""
+    disk_size_gb: NotRequired[int]
     """Boot disk size; GKE's default when unset."""
-    disk_type: str | None = None
+    disk_type: NotRequired[str]
     """Boot disk type (pd-balanced, hyperdisk-balanced, ...); GKE's default when unset."""
-    accelerator_network: bool | None = None
-    """GKE's automated accelerator networking; None: on for v6e, off otherwise (the cluster needs
+    accelerator_network: NotRequired[bool]
+    """GKE's automated accelerator networking; unset: on for v6e, off otherwise (the cluster needs
     multi-networking)."""
-    service_account: pulumi.Input[str] | None = None
-    """The nodes' service account email (least privilege); None: the project's Compute Engine default."""
-    group: str | None = None
+    service_account: NotRequired[pulumi.Input[str]]
+    """The nodes' service account email (least privilege); unset: the project's Compute Engine default."""
+    group: NotRequired[str]
     """The group name the node pools are named after; default: the component's name."""
-    dedicated_slices: int = 0
-    """The first slices, held outside Kueue by `dedicated_owner` (a Shared Pathways Service)."""
-    dedicated_owner: str | None = None
+    dedicated_slices: NotRequired[int]
+    """The first slices, held outside Kueue by `dedicated_owner` (a Shared Pathways Service); default 0."""
+    dedicated_owner: NotRequired[str]
     """The service that holds `dedicated_slices`: its name labels and taints those pools."""
-    reservation_resource: pulumi.Resource | None = None
-    """A reservation created in the same program, so the pools wait for it."""
+
+
+_ARGS = "TpuSlicePoolArgs"
+_POOL_FIELDS = ("tpu_type", "slices", "capacity", "reservation", "machine_type", "max_run_duration",
+                "maintenance_interval", "disk_size_gb", "disk_type", "accelerator_network")
+_OTHER_FIELDS = ("project", "location", "zone", "cluster", "cluster_name", "service_account", "group",
+                 "dedicated_slices", "dedicated_owner")
 
 
 def _pool_config(name: str, args: TpuSlicePoolArgs) -> TpuPoolConfig:
     """The Args as the group's config, checked with the stack config's own rules; errors name Args fields."""
-    fields = {"name": name, "tpu_type": args.tpu_type, "slices": args.slices, "capacity": args.capacity,
-              "reservation": args.reservation, "machine_type": args.machine_type,
-              "max_run_duration": args.max_run_duration, "maintenance_interval": args.maintenance_interval,
-              "disk_size_gb": args.disk_size_gb, "disk_type": args.disk_type,
-              "accelerator_network": args.accelerator_network}
-    try:
-        pool = TpuPoolConfig(**fields)
-    except ValidationError as exc:
-        raise ConfigError([Problem(f"TpuSlicePoolArgs.{'.'.join(map(str, e['loc']))}", e.get("input"),
-                                   e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
-    problems = pool_problems(pool, "TpuSlicePoolArgs", cluster_name=_cluster_name(args) or "",
-                             project=args.project)
-    if not problems and pool.spec.needs_workload_policy and not _cluster_name(args):
-        problems.append(Problem("TpuSlicePoolArgs.cluster_name", None, "the cluster's name as plain text",
+    check_args(args, _ARGS)
+    group = args.get("group") or name
+    unknown = sorted(set(args) - {*_POOL_FIELDS, *_OTHER_FIELDS})
+    if unknown:
+        raise ConfigError.at(f"{_ARGS}.{unknown[0]}", args[unknown[0]], f"one of the fields of {_ARGS}")
+    missing = [f for f in ("project", "location", "zone", "cluster", "tpu_type") if args.get(f) is None]
+    if missing:
+        raise ConfigError([Problem(f"{_ARGS}.{f}", None, "a value", "this field is required") for f in missing])
+    pool = model_from_args(TpuPoolConfig, {"name": group, **{f: args[f] for f in _POOL_FIELDS if f in args}}, _ARGS)
+    cluster_name = _cluster_name(args)
+    problems = pool_problems(pool, _ARGS, cluster_name=cluster_name or "", project=args["project"])
+    if not problems and pool.spec.needs_workload_policy and not cluster_name:
+        problems.append(Problem(f"{_ARGS}.cluster_name", None, "the cluster's name as plain text",
                                 f"{pool.tpu_type} slices need a workload policy named after the cluster"))
     if problems:
-        raise ConfigError([dataclasses.replace(p, path=_args_path(p.path)) for p in problems])
-    if args.dedicated_slices and not 0 <= args.dedicated_slices <= args.slices:
-        raise ConfigError.at("TpuSlicePoolArgs.dedicated_slices", args.dedicated_slices,
-                             f"0 to slices ({args.slices})")
+        raise ConfigError(renamed(problems, {_ARGS: _ARGS}))
+    dedicated = args.get("dedicated_slices", 0)
+    if isinstance(dedicated, bool) or not isinstance(dedicated, int) or not 0 <= dedicated <= pool.slices:
+        raise ConfigError.at(f"{_ARGS}.dedicated_slices", dedicated, f"0 to slices ({pool.slices})")
     return pool
 
 
 def _cluster_name(args: TpuSlicePoolArgs) -> str | None:
-    return args.cluster_name or (args.cluster if isinstance(args.cluster, str) else None)
-
-
-def _args_path(path: str) -> str:
-    """`TpuSlicePoolArgs.tpuType` (the config rules speak camelCase) -> `TpuSlicePoolArgs.tpu_type`."""
-    head, _, field = path.partition(".")
-    return f"{head}.{re.sub(r'(?<!^)(?=[A-Z])', '_', field).lower()}" if field else path
+    return args.get("cluster_name") or (args["cluster"] if isinstance(args["cluster"], str) else None)
 
 
 class TpuSlicePool(pulumi.ComponentResource):
-    """All slices of one group; multi-slice = N node pools, named by slice index. Works on any cluster."""
+    """All slices of one group; multi-slice = N node pools, named by slice index. Works on any cluster.
 
-    node_pools: list[pulumi.CustomResource]
-    """The node pools (gcp.container.NodePool), one per slice."""
-    workload_policy: pulumi.CustomResource | None  # a ResourcePolicy; Pulumi resolves this, naming it loads gcp.compute
-    """tpu7/tpu7x multi-host groups: the HIGH_THROUGHPUT workload policy their pools use."""
-    plan: PoolGroupPlan
-    """What was planned: machine type, topology, chips, labels and taints of every pool."""
+    To make the pools wait for a reservation created in the same program, pass it in `opts.depends_on`."""
 
-    def __init__(self, name: str, args: TpuSlicePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        group = args.group or name
-        pool = _pool_config(group, args)  # every check before the component registers anything
+    node_pool_names: pulumi.Output[list[str]]
+    """The GKE node pools' names, one per slice (`<group>-<i>`)."""
+    workload_policy_name: pulumi.Output[str]
+    """tpu7/tpu7x multi-host groups: the HIGH_THROUGHPUT workload policy their pools use (else unset)."""
+
+    def __init__(self, name: str, args: TpuSlicePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        pool = _pool_config(name, args)
         plan = plan_slice_group(pool, cluster_name=_cluster_name(args) or "",
-                                dedicated_slices=args.dedicated_slices, dedicated_owner=args.dedicated_owner)
+                                dedicated_slices=args.get("dedicated_slices", 0),
+                                dedicated_owner=args.get("dedicated_owner"))
         super().__init__("tpuplane:index:TpuSlicePool", name, {}, opts)
-        self.plan = plan
-        region = args.zone.rsplit("-", 1)[0]
-        self.workload_policy = None
+        self._plan = plan
+        self._dedicated_slices = args.get("dedicated_slices", 0)
+        project, zone = args["project"], args["zone"]
+        child = pulumi.ResourceOptions(parent=self, depends_on=caller_dependencies(opts))
+        self._workload_policy = None
         policy_name = None
         if plan.workload_policy is not None:
-            self.workload_policy = gcp.compute.ResourcePolicy(
-                plan.workload_policy.name, name=plan.workload_policy.name, project=args.project, region=region,
+            self._workload_policy = gcp.compute.ResourcePolicy(
+                plan.workload_policy.name, name=plan.workload_policy.name, project=project,
+                region=zone.rsplit("-", 1)[0],
                 workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
                     type="HIGH_THROUGHPUT", accelerator_topology=plan.workload_policy.accelerator_topology),
-                opts=pulumi.ResourceOptions(parent=self))
-            policy_name = self.workload_policy.name
-        depends: Sequence[pulumi.Resource] = [r for r in (args.reservation_resource, self.workload_policy)
-                                              if r is not None]
-        self.node_pools = [
+                opts=child)
+            policy_name = self._workload_policy.name
+        self._node_pools = [
             gcp.container.NodePool(
                 slice_pool.name,
-                **_node_pool_args(slice_pool, project=args.project, location=args.location, zone=args.zone,
-                                  cluster=args.cluster, service_account=args.service_account,
+                **_node_pool_args(slice_pool, project=project, location=args["location"], zone=zone,
+                                  cluster=args["cluster"], service_account=args.get("service_account"),
                                   policy_name=policy_name),
                 # Pools that scale from zero are sized by the autoscaler; only their first size is ours.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends),
-                                            ignore_changes=["initialNodeCount"] if slice_pool.autoscaling else None))
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    depends_on=[self._workload_policy] if self._workload_policy else None,
+                    ignore_changes=["initialNodeCount"] if slice_pool.autoscaling else None)))
             for slice_pool in plan.pools
         ]
-        self.register_outputs({"node_pools": [p.name for p in self.node_pools]})
+        self.node_pool_names = pulumi.Output.all(*[p.name for p in self._node_pools])
+        outputs: dict = {"node_pool_names": self.node_pool_names}
+        if policy_name is not None:
+            self.workload_policy_name = policy_name
+            outputs["workload_policy_name"] = policy_name
+        self.register_outputs(outputs)
+
+    @property
+    def node_pools(self) -> list[pulumi.CustomResource]:
+        """The node pools (`gcp.container.NodePool`), one per slice."""
+        return list(self._node_pools)
+
+    @property
+    def workload_policy(self) -> pulumi.CustomResource | None:
+        """The group's workload policy (`gcp.compute.ResourcePolicy`), for tpu7/tpu7x multi-host slices."""
+        return self._workload_policy
+
+    @property
+    def plan(self) -> PoolGroupPlan:
+        """What was planned: machine type, topology, chips, labels and taints of every pool."""
+        return self._plan
+
+    @property
+    def kueue_pool(self) -> "KueuePoolArgs":
+        """This group as `BatchStackArgs.pools` describes a pool group, so Kueue's quotas follow it."""
+        return kueue_pool_of(self._plan.config, dedicated_slices=self._dedicated_slices)

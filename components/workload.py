@@ -2,8 +2,8 @@
 `ImageCache` (a DaemonSet that pre-pulls images onto the TPU nodes).
 
 Every check runs before the component registers, so a workload for a TPU type no pool provides stops
-`pulumi preview` with a ConfigError. Given the stack's `BatchStack`, JobSets wait for the JobSet controller,
-Kueue's webhook and the LocalQueues (a JobSet created before them would be rejected or never admitted).
+`pulumi preview` with a ConfigError. Given `opts.depends_on=[batch_stack]`, the JobSets wait for the JobSet
+controller, Kueue's webhook and the LocalQueues (a JobSet created before them would be rejected or never admitted).
 
 A JobSet's spec is immutable, so any change to it replaces the JobSet (deleted first: the name is fixed), i.e.
 re-runs it. JobSets a stack owns carry no `ttlSecondsAfterFinished` unless the spec asks for one: a finished
@@ -11,73 +11,117 @@ JobSet the TTL deleted would vanish on `pulumi refresh` and be created, i.e. run
 Delete a finished run by removing it from the program.
 """
 
-from __future__ import annotations
-
-from typing import Optional
+from typing import Any, Callable, NotRequired, Optional, TypedDict
 
 import pulumi
 
-from tpuplane.components.batch import BatchStack
+from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.infra.config import StackConfig
-from tpuplane.infra.errors import ConfigError
+from tpuplane.components.options import caller_dependencies
+from tpuplane.infra.args import check_args, model_from_args
 from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
 from tpuplane.infra.batch.image_cache import DEFAULT_CACHE_NAME, render_image_cache
+from tpuplane.infra.batch.platform import BatchPlatform
+from tpuplane.infra.batch.platform_args import platform_from_args
 from tpuplane.infra.batch.workload import TpuWorkloadSpec, render_tpu_jobset
+from tpuplane.infra.errors import ConfigError, Problem
 
 
-def _batch_dependencies(batch: BatchStack | None) -> list[pulumi.Resource]:
-    if batch is None:
-        return []
-    return [batch.jobset_release, batch.webhook_ready, *batch.queue_resources]
+class TpuWorkloadArgs(TypedDict):
+    """One TPU workload (a JobSet), checked against the pools and queues of a `BatchStack`."""
+
+    workload: dict[str, Any]
+    """The workload as a workload file spells it: name, jobs (tpuType, slices, image, command, ...), queue, ..."""
+    batch: NotRequired[BatchStackArgs]
+    """The Args of the cluster's `BatchStack`: the workload must fit its pools, queues and quotas."""
 
 
-def jobset_options(parent: pulumi.Resource, batch: BatchStack | None) -> pulumi.ResourceOptions:
+class TpuExperimentArgs(TypedDict):
+    """An experiment: a workload template and a grid or list of trials, one JobSet per trial."""
+
+    experiment: dict[str, Any]
+    """The experiment as an experiment file spells it: a workload plus `grid` or `trials`."""
+    batch: NotRequired[BatchStackArgs]
+    """The Args of the cluster's `BatchStack`: every trial must fit its pools, queues and quotas."""
+
+
+class ImageCacheArgs(TypedDict):
+    """Images every TPU node keeps pulled, so large jobs start without a pull storm."""
+
+    images: list[str]
+    """Images, pinned by tag or digest; pulled in this order."""
+    cache_name: NotRequired[str]
+    """The DaemonSet's name (default `tpu-image-cache`)."""
+    namespace: NotRequired[str]
+    """Its namespace (default `default`)."""
+
+
+def _rendered(args: Any, path: str, field: str, render: Callable[[Any, BatchPlatform | None], Any],
+              model: type) -> Any:
+    """Check the Args and render; every problem is named under `<Args>.<field>` (or `<Args>.batch`)."""
+    check_args(args, path)
+    platform = platform_from_args(args["batch"]) if args.get("batch") is not None else None
+    spec = model_from_args(model, args.get(field) or {}, f"{path}.{field}")
+    try:
+        return render(spec, platform)
+    except ConfigError as exc:
+        raise ConfigError([Problem(f"{path}.{field}.{p.path}", p.given, p.allowed, p.hint)
+                           for p in exc.problems]) from None
+
+
+def jobset_options(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions]) -> pulumi.ResourceOptions:
     """A JobSet's spec cannot be patched: replace it on any spec change, deleting the old one first (same name)."""
-    return pulumi.ResourceOptions(parent=parent, depends_on=_batch_dependencies(batch),
+    return pulumi.ResourceOptions(parent=parent, depends_on=caller_dependencies(opts),
                                   replace_on_changes=["spec"], delete_before_replace=True)
 
 
 class TpuWorkload(pulumi.ComponentResource):
-    """One JobSet, checked against the stack's pools and queues."""
+    """One JobSet, checked against the pools and queues of `batch`. Child: `jobset`."""
 
-    jobset: pulumi.Resource
-    jobset_name: str
+    jobset_name: pulumi.Output[str]
+    """The JobSet's name."""
+    namespace: pulumi.Output[str]
+    """Its namespace (the LocalQueue's)."""
 
-    def __init__(self, name: str, workload: TpuWorkloadSpec, cfg: StackConfig, *, batch: BatchStack | None = None,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        manifest = render_tpu_jobset(workload, cfg)
+    def __init__(self, name: str, args: TpuWorkloadArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        manifest = _rendered(args, "TpuWorkloadArgs", "workload", render_tpu_jobset, TpuWorkloadSpec)
         super().__init__("tpuplane:index:TpuWorkload", name, {}, opts)
-        self.jobset_name = manifest["metadata"]["name"]
-        self.jobset = manifest_resource(manifest, jobset_options(self, batch))
-        self.register_outputs({"jobsetName": self.jobset_name, "namespace": manifest["metadata"]["namespace"]})
+        self.jobset = manifest_resource(manifest, jobset_options(self, opts))
+        self.jobset_name = pulumi.Output.from_input(manifest["metadata"]["name"])
+        self.namespace = pulumi.Output.from_input(manifest["metadata"]["namespace"])
+        self.register_outputs({"jobset_name": self.jobset_name, "namespace": self.namespace})
 
 
 class TpuExperiment(pulumi.ComponentResource):
-    """One JobSet per trial of an experiment (or one job-group JobSet per trial)."""
+    """One JobSet per trial of an experiment (or one job-group JobSet per trial). Children: `jobsets`."""
 
-    jobsets: list[pulumi.Resource]
-    trial_names: list[str]
+    trial_names: pulumi.Output[list[str]]
+    """The trials' JobSet names, in trial order."""
 
-    def __init__(self, name: str, experiment: ExperimentSpec, cfg: StackConfig, *, batch: BatchStack | None = None,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        manifests = render_experiment(experiment, cfg)
+    def __init__(self, name: str, args: TpuExperimentArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        manifests = _rendered(args, "TpuExperimentArgs", "experiment", render_experiment, ExperimentSpec)
         super().__init__("tpuplane:index:TpuExperiment", name, {}, opts)
-        self.jobsets = [manifest_resource(m, jobset_options(self, batch)) for m in manifests]
-        self.trial_names = [m["metadata"]["name"] for m in manifests]
-        self.register_outputs({"trials": self.trial_names})
+        self.jobsets = [manifest_resource(m, jobset_options(self, opts)) for m in manifests]
+        self.trial_names = pulumi.Output.from_input([m["metadata"]["name"] for m in manifests])
+        self.register_outputs({"trial_names": self.trial_names})
 
 
 class ImageCache(pulumi.ComponentResource):
-    """A DaemonSet on every TPU node that keeps `images` pulled, so large jobs start without a pull storm."""
+    """A DaemonSet on every TPU node that keeps `images` pulled. Child: `daemonset`."""
 
-    daemonset: pulumi.Resource
+    images: pulumi.Output[list[str]]
+    """The images it keeps, deduplicated, in pull order."""
 
-    def __init__(self, name: str, images: list[str], cfg: StackConfig, *, cache_name: str = DEFAULT_CACHE_NAME,
-                 namespace: str = "default", opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        if not cfg.tpu_pools:
-            raise ConfigError.at("tpuplane:tpuPools", [], "at least one TPU pool", "the image cache runs on TPU nodes")
-        manifest = render_image_cache(images, name=cache_name, namespace=namespace)
+    def __init__(self, name: str, args: ImageCacheArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        check_args(args, "ImageCacheArgs")
+        try:
+            manifest = render_image_cache(args.get("images") or [], name=args.get("cache_name", DEFAULT_CACHE_NAME),
+                                          namespace=args.get("namespace", "default"))
+        except ConfigError as exc:
+            raise ConfigError([Problem(f"ImageCacheArgs.{'cache_name' if p.path == 'name' else p.path}", p.given,
+                                       p.allowed, p.hint)
+                               for p in exc.problems]) from None
         super().__init__("tpuplane:index:ImageCache", name, {}, opts)
         self.daemonset = manifest_resource(manifest, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({"images": list(dict.fromkeys(images))})
+        self.images = pulumi.Output.from_input(list(dict.fromkeys(args["images"])))
+        self.register_outputs({"images": self.images})

@@ -22,6 +22,7 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.batch.kueue import kueue_problems
 from tpuplane.infra.batch.kueue_config import KueueConfig
+from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.naming import (
     COMPUTE_NAME_MAX,
     GKE_MAX_NODES,
@@ -32,7 +33,7 @@ from tpuplane.infra.naming import (
     SERVICE_ACCOUNT_ID_MAX,
     workload_policy_name,
 )
-from tpuplane.infra.pathways.config import PathwaysConfig, pathways_problems
+from tpuplane.infra.pathways.config import PathwaysConfig, pathways_problems, service_slices
 
 
 MAX_RUN_DURATION_SECONDS = 7 * 24 * 3600  # flex-start and queued nodes live at most 7 days
@@ -205,11 +206,16 @@ class StackConfig(ConfigModel):
         """Slices of `pool` the Shared Pathways Service holds for itself (its first ones), outside Kueue."""
         if self.pathways is None or self.pathways.tpu_pool != pool.name:
             return 0
-        return min(self.pathways.slices or pool.slices, pool.slices)
+        return service_slices(self.pathways, pool)
 
-    def queued_slices(self, pool: TpuPoolConfig) -> int:
-        """Slices of `pool` that Kueue admits workloads to: all but the service's."""
-        return pool.slices - self.service_slices(pool)
+    @cached_property
+    def batch_platform(self) -> BatchPlatform:
+        """What Kueue, its queues and the workloads see of this stack's cluster."""
+        return BatchPlatform(
+            tpu_pools=tuple(self.tpu_pools), kueue=self.kueue, cpu_pool=self.cluster.cpu_pool,
+            cluster_name=self.cluster.name,
+            dedicated_slices={p.name: n for p in self.tpu_pools if (n := self.service_slices(p))},
+            service_namespaces=(self.pathways.name,) if self.pathways is not None else ())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -286,35 +292,41 @@ def stack_problems(cfg: StackConfig) -> list[Problem]:
                                   project=cfg.project)
     problems += _reservation_fit_problems(cfg)
     if not problems:  # the sections below read resolved pools
-        problems += kueue_problems(cfg)
+        problems += kueue_problems(cfg.batch_platform)
         problems += pathways_problems(cfg)
     return problems
 
 
 def _cluster_problems(cfg: StackConfig) -> list[Problem]:
-    problems = []
-    if not re.fullmatch(rf"{re.escape(cfg.region)}-[a-z]", cfg.cluster.zone):
-        problems.append(Problem("tpuplane:cluster.zone", cfg.cluster.zone, f"a zone of region {cfg.region}",
-                                f"e.g. {cfg.region}-b, or change gcp:region"))
-    sa = node_service_account_id(cfg.cluster.name)
-    if len(sa) > SERVICE_ACCOUNT_ID_MAX:
-        problems.append(Problem("tpuplane:cluster.name", cfg.cluster.name,
-                                f"at most {SERVICE_ACCOUNT_ID_MAX - len(sa) + len(cfg.cluster.name)} characters",
-                                f"the node service account id '{sa}' must fit in {SERVICE_ACCOUNT_ID_MAX} characters"))
-    if cfg.cluster.private_endpoint and not cfg.cluster.master_authorized_networks:
-        problems.append(Problem("tpuplane:cluster.privateEndpoint", True, "with masterAuthorizedNetworks",
-                                "a private control plane is reached only from authorized networks inside the VPC; "
-                                "list the ranges pulumi and kubectl run from"))
-    problems += _maintenance_exclusion_problems(cfg.cluster.maintenance_exclusion)
+    problems = cluster_problems(cfg.cluster, region=cfg.region, path="tpuplane:cluster", region_path="gcp:region")
     vms = sum(p.vms for p in cfg.tpu_pools if _resolves(p))
     nodes = vms + cfg.cluster.cpu_pool.max_nodes  # every pool counts, the CPU pool too
     if nodes > GKE_MAX_NODES:
         problems.append(Problem("tpuplane:tpuPools", f"{vms} TPU VMs and {cfg.cluster.cpu_pool.max_nodes} CPU nodes",
                                 f"at most {GKE_MAX_NODES} nodes per cluster",
                                 "GKE's default limit; ask Google to raise it, or split the fleet into clusters"))
-    if cfg.cluster.cpu_pool.min_nodes > cfg.cluster.cpu_pool.max_nodes:
-        problems.append(Problem("tpuplane:cluster.cpuPool.minNodes", cfg.cluster.cpu_pool.min_nodes,
-                                f"at most maxNodes ({cfg.cluster.cpu_pool.max_nodes})"))
+    return problems
+
+
+def cluster_problems(cluster: ClusterConfig, *, region: str, path: str, region_path: str) -> list[Problem]:
+    """GKE's rules for the cluster itself, under `path` (`tpuplane:cluster`, or a component's Args)."""
+    problems = []
+    if not re.fullmatch(rf"{re.escape(region)}-[a-z]", cluster.zone):
+        problems.append(Problem(f"{path}.zone", cluster.zone, f"a zone of region {region}",
+                                f"e.g. {region}-b, or change {region_path}"))
+    sa = node_service_account_id(cluster.name)
+    if len(sa) > SERVICE_ACCOUNT_ID_MAX:
+        problems.append(Problem(f"{path}.name", cluster.name,
+                                f"at most {SERVICE_ACCOUNT_ID_MAX - len(sa) + len(cluster.name)} characters",
+                                f"the node service account id '{sa}' must fit in {SERVICE_ACCOUNT_ID_MAX} characters"))
+    if cluster.private_endpoint and not cluster.master_authorized_networks:
+        problems.append(Problem(f"{path}.privateEndpoint", True, "with masterAuthorizedNetworks",
+                                "a private control plane is reached only from authorized networks inside the VPC; "
+                                "list the ranges pulumi and kubectl run from"))
+    problems += _maintenance_exclusion_problems(cluster.maintenance_exclusion, f"{path}.maintenanceExclusion")
+    if cluster.cpu_pool.min_nodes > cluster.cpu_pool.max_nodes:
+        problems.append(Problem(f"{path}.cpuPool.minNodes", cluster.cpu_pool.min_nodes,
+                                f"at most maxNodes ({cluster.cpu_pool.max_nodes})"))
     return problems
 
 
@@ -326,11 +338,10 @@ def _resolves(pool: TpuPoolConfig) -> bool:
     return True
 
 
-def _maintenance_exclusion_problems(exclusion: MaintenanceExclusion | None) -> list[Problem]:
+def _maintenance_exclusion_problems(exclusion: MaintenanceExclusion | None, path: str) -> list[Problem]:
     """GKE's rules: the window ends after it starts; NO_UPGRADES needs an end at most 30 days on."""
     if exclusion is None:
         return []
-    path = "tpuplane:cluster.maintenanceExclusion"
     start = datetime.fromisoformat(exclusion.start_time)
     if exclusion.end_time is None:
         if exclusion.scope == "NO_UPGRADES":
@@ -358,7 +369,7 @@ def _duplicate_problems(path: str, names: list[str]) -> list[Problem]:
     return problems
 
 
-def _tpu_type_problem(path: str, tpu_type: str, machine_type: str | None) -> Problem | None:
+def tpu_type_problem(path: str, tpu_type: str, machine_type: str | None) -> Problem | None:
     """The catalog's own error, re-pointed at the user's config path (`...tpuType` or `...machineType`)."""
     try:
         resolve_tpu_type(tpu_type, machine_type=machine_type)
@@ -370,16 +381,22 @@ def _tpu_type_problem(path: str, tpu_type: str, machine_type: str | None) -> Pro
 
 def _reservation_problems(cfg: StackConfig, i: int, res: ReservationConfig) -> list[Problem]:
     path = f"tpuplane:reservations[{i}]"
+    problems = reservation_problems(res, path)
+    if res.zone is not None and res.zone != cfg.cluster.zone:
+        problems.append(Problem(f"{path}.zone", res.zone, f"the cluster's zone {cfg.cluster.zone}",
+                                "the TPU pools that consume it run in the cluster's zone"))
+    return problems
+
+
+def reservation_problems(res: ReservationConfig, path: str) -> list[Problem]:
+    """Compute Engine's rules for one reservation, under `path` (a stack config entry, or a component's Args)."""
     problems = []
     if not DNS_LABEL.fullmatch(res.name) or len(res.name) > COMPUTE_NAME_MAX:
         problems.append(Problem(f"{path}.name", res.name,
                                 f"a lowercase name of at most {COMPUTE_NAME_MAX} characters: a-z, 0-9, '-'"))
-    bad_type = _tpu_type_problem(f"{path}.tpuType", res.tpu_type, res.machine_type)
+    bad_type = tpu_type_problem(f"{path}.tpuType", res.tpu_type, res.machine_type)
     if bad_type:
         problems.append(bad_type)
-    if res.zone is not None and res.zone != cfg.cluster.zone:
-        problems.append(Problem(f"{path}.zone", res.zone, f"the cluster's zone {cfg.cluster.zone}",
-                                "the TPU pools that consume it run in the cluster's zone"))
     return problems
 
 
@@ -395,7 +412,7 @@ def pool_problems(pool: TpuPoolConfig, path: str, *, cluster_name: str, project:
                                 f"{pool.slices} slices", f"node pool names such as '{longest}' must fit in "
                                                          f"{GKE_NAME_MAX} characters"))
     problems += _capacity_problems(project, path, pool)  # these rules need no catalog entry
-    bad_type = _tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
+    bad_type = tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
     if bad_type:
         return problems + [bad_type]
     policy = workload_policy_name(cluster_name, pool.name)

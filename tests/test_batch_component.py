@@ -12,36 +12,38 @@ from typing import Any
 import pytest
 import yaml
 
-from tpuplane.components.batch import BatchStack
+import pulumi
+
+from tpuplane.components import BatchStack, BatchStackArgs, ImageCache, ImageCacheArgs, KueuePoolArgs, \
+    KueueTeamArgs, TpuExperiment, TpuExperimentArgs, TpuWorkload, TpuWorkloadArgs
 from tpuplane.components.offline import Plan, run_under_mocks
-from tpuplane.components.workload import ImageCache, TpuExperiment, TpuWorkload, jobset_options
-from tpuplane.infra.config import load_stack_config
+from tpuplane.components.workload import jobset_options
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.batch.experiments import ExperimentSpec, trial_id
-from tpuplane.infra.batch.workload import TpuJob, TpuWorkloadSpec
+from tpuplane.infra.batch.experiments import trial_id
 
-RAW: dict[str, Any] = {
-    "gcp:project": "acme-ml",
-    "gcp:region": "us-east5",
-    "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b"},
-    "tpuplane:tpuPools": [{"name": "train", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"},
-                          {"name": "dws", "tpuType": "v6e-16", "slices": 2, "capacity": "queued"}],
-    "tpuplane:kueue": {"teams": [{"name": "research", "share": 0.6}, {"name": "prod", "share": 0.4}]},
-}
-SPOT_JOB = TpuJob(tpu_type="v6e-16", capacity="spot", slices=2, image="img:1", command="python train.py")
+# Pools this program does not manage (its own Terraform made them), described for Kueue: no stack config at all.
+BATCH = BatchStackArgs(
+    pools=[KueuePoolArgs(name="train", tpu_type="v6e-16", slices=4, capacity="spot"),
+           KueuePoolArgs(name="dws", tpu_type="v6e-16", slices=2, capacity="queued")],
+    teams=[KueueTeamArgs(name="research", share=0.6), KueueTeamArgs(name="prod", share=0.4)])
+SPOT_JOB = {"tpuType": "v6e-16", "capacity": "spot", "slices": 2, "image": "img:1", "command": "python train.py"}
 
 
-def run(extra=None, raw: dict[str, Any] | None = None) -> tuple[Plan, dict[str, Any]]:
-    raw = copy.deepcopy(raw or RAW)
+def run(extra=None, args: BatchStackArgs | None = None) -> tuple[Plan, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        cfg = load_stack_config(raw)
-        seen["batch"] = BatchStack("batch", cfg, cpu_pool_name="cpu")
+        batch = seen["batch"] = BatchStack("batch", copy.deepcopy(args or BATCH))
+        pulumi.export("local_queues", batch.local_queues)
+        pulumi.export("local_queue_namespaces", batch.local_queue_namespaces)
         if extra:
-            extra(cfg, seen["batch"])
+            extra(batch)
 
-    return run_under_mocks(program, raw), seen
+    return run_under_mocks(program, {}), seen
+
+
+def workload_args(workload: dict[str, Any]) -> TpuWorkloadArgs:
+    return TpuWorkloadArgs(workload=workload, batch=BATCH)
 
 
 @pytest.fixture(scope="module")
@@ -97,23 +99,21 @@ def test_batch_stack_creates_queue_objects_with_v1beta2_fields(plan):
     assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"] == ["tpu-v6e-slice-4x4-queued"]
 
 
-def test_batch_stack_outputs_local_queues():
-    _, seen = run()
-    batch = seen["batch"]
-    assert batch.local_queues == {"research": "research", "prod": "prod"}
-    assert batch.local_queue_namespaces == {"research": "research", "prod": "prod"}
+def test_batch_stack_outputs_local_queues(plan):
+    assert plan.outputs["local_queues"] == {"research": "research", "prod": "prod"}
+    assert plan.outputs["local_queue_namespaces"] == {"research": "research", "prod": "prod"}
 
 
 def test_batch_stack_without_teams_has_xpks_queue():
-    raw = {k: v for k, v in RAW.items() if k != "tpuplane:kueue"}
-    plan, seen = run(raw=raw)
-    assert seen["batch"].local_queues == {"default": "multislice-queue"}
+    plan, _ = run(args=BatchStackArgs(pools=BATCH["pools"]))
+    assert plan.outputs["local_queues"] == {"default": "multislice-queue"}
     assert plan.named("localqueue-default-multislice-queue").inputs["spec"] == {"clusterQueue": "cluster-queue"}
 
 
 def test_tpu_workload_waits_for_jobset_release_webhook_and_queues():
-    workload = TpuWorkloadSpec(name="train", queue="research", namespace="research", jobs=[SPOT_JOB])
-    plan, _ = run(lambda cfg, batch: TpuWorkload("train", workload, cfg, batch=batch))
+    workload = {"name": "train", "queue": "research", "namespace": "research", "jobs": [SPOT_JOB]}
+    plan, _ = run(lambda batch: TpuWorkload("train", workload_args(workload),
+                                            opts=pulumi.ResourceOptions(depends_on=[batch])))
     [jobset] = plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
     needed = {plan.named("jobset").urn, plan.of_type("kubernetes:batch/v1:Job")[0].urn,
               plan.named("localqueue-research-research").urn}
@@ -122,24 +122,25 @@ def test_tpu_workload_waits_for_jobset_release_webhook_and_queues():
 
 
 def test_tpu_workload_for_a_type_no_pool_provides_fails_before_registering():
-    workload = TpuWorkloadSpec(name="train", queue="research", namespace="research",
-                               jobs=[TpuJob(tpu_type="v5p-128", image="i", command="c")])
+    workload = {"name": "train", "queue": "research", "namespace": "research",
+                "jobs": [{"tpuType": "v5p-128", "image": "i", "command": "c"}]}
     with pytest.raises(ConfigError) as exc:
-        run(lambda cfg, batch: TpuWorkload("train", workload, cfg, batch=batch))
-    assert exc.value.problems[0].path == "jobs[0].tpuType"
+        run(lambda batch: TpuWorkload("train", workload_args(workload)))
+    assert exc.value.problems[0].path == "TpuWorkloadArgs.workload.jobs[0].tpuType"
 
 
 def test_tpu_experiment_creates_one_jobset_per_trial():
-    exp = ExperimentSpec(name="lr", queue="prod", namespace="prod", jobs=[SPOT_JOB], grid={"lr": [0.1, 0.2, 0.3]})
-    plan, _ = run(lambda cfg, batch: TpuExperiment("lr", exp, cfg, batch=batch))
+    exp = {"name": "lr", "queue": "prod", "namespace": "prod", "jobs": [SPOT_JOB], "grid": {"lr": [0.1, 0.2, 0.3]}}
+    plan, _ = run(lambda batch: TpuExperiment("lr", TpuExperimentArgs(experiment=exp, batch=BATCH)))
     names = sorted(r.inputs["metadata"]["name"] for r in plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
     assert names == sorted(f"lr-{trial_id({'lr': lr})}" for lr in (0.1, 0.2, 0.3))
 
 
 def test_stack_owned_jobsets_have_no_ttl():
     """A JobSet deleted by its TTL would vanish on refresh and be re-created (re-run) by the next `pulumi up`."""
-    workload = TpuWorkloadSpec(name="train", queue="research", namespace="research", jobs=[SPOT_JOB])
-    plan, _ = run(lambda cfg, batch: TpuWorkload("train", workload, cfg, batch=batch))
+    workload = {"name": "train", "queue": "research", "namespace": "research", "jobs": [SPOT_JOB]}
+    plan, _ = run(lambda batch: TpuWorkload("train", workload_args(workload),
+                                            opts=pulumi.ResourceOptions(depends_on=[batch])))
     [jobset] = plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
     assert "ttlSecondsAfterFinished" not in jobset.inputs["spec"]
 
@@ -151,7 +152,7 @@ def test_jobset_options_replace_an_immutable_spec_by_delete_then_create():
 
 
 def test_image_cache_is_a_daemonset_child():
-    plan, _ = run(lambda cfg, batch: ImageCache("cache", ["img:1"], cfg))
+    plan, _ = run(lambda batch: ImageCache("cache", ImageCacheArgs(images=["img:1"])))
     [ds] = plan.of_type("kubernetes:apps/v1:DaemonSet")
     assert ds.parent == plan.named("cache").urn
     assert ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["image"] == "img:1"

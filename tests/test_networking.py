@@ -6,7 +6,7 @@ import pytest
 
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.fleet.cluster import plan_cluster
+from tpuplane.infra.fleet.cluster import needs_multi_networking
 from tpuplane.infra.fleet.networking import NETWORKING_DRA_LABEL
 from tpuplane.infra.fleet.nodepools import plan_tpu_pools
 
@@ -39,9 +39,9 @@ def test_plan_pool_group_accelerator_network_can_be_turned_on_for_tpu7x(raw_conf
     assert group.pools[0].accelerator_network_profile == "auto"
 
 
-def test_plan_cluster_enables_multi_networking_only_when_a_pool_needs_it(raw_config):
-    assert plan_cluster(stack(raw_config)).multi_networking is True
-    assert plan_cluster(stack(raw_config, acceleratorNetwork=False)).multi_networking is False
+def test_needs_multi_networking_only_when_a_pool_uses_accelerator_networking(raw_config):
+    assert needs_multi_networking(stack(raw_config)) is True
+    assert needs_multi_networking(stack(raw_config, acceleratorNetwork=False)) is False
 
 
 def test_stack_config_accelerator_network_takes_a_boolean_only(raw_config):

@@ -10,48 +10,43 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
+from tpuplane.components import SharedPathwaysService, SharedPathwaysServiceArgs
 from tpuplane.components.offline import Plan, run_under_mocks
-from tpuplane.components.pathways import SharedPathwaysService
+from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.cluster import NODE_SERVICE_ACCOUNT_ROLES
-from tpuplane.infra.config import load_stack_config
 
-CONFIG: dict[str, Any] = {
-    "gcp:project": "acme-ml",
-    "gcp:region": "us-east5",
-    "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b", "cpuPool": {"machineType": "n2-standard-32"}},
-    "tpuplane:tpuPools": [{"name": "big", "tpuType": "v5p-128", "slices": 2}],
-    "tpuplane:kueue": {"teams": [{"name": "research", "share": 1.0}]},
-    "tpuplane:pathways": {"name": "pw", "tpuPool": "big", "jaxVersion": "0.10.0"},
-}
-NODE_SA = "fleet-nodes@acme-ml.iam.gserviceaccount.com"
+# A cluster this program did not create: the service is described by its Args alone.
+ARGS = SharedPathwaysServiceArgs(
+    project="acme-ml", region="us-east5", cluster_name="fleet", service_name="pw", jax_version="0.10.0",
+    pool={"name": "big", "tpu_type": "v5p-128", "slices": 2}, client_namespaces=["research"],
+    node_service_account="fleet-nodes@acme-ml.iam.gserviceaccount.com", cpu_machine_type="n2-standard-32")
+NODE_SA = ARGS["node_service_account"]
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 SIDECAR = "us-east5-docker.pkg.dev/acme-ml/tpuplane-sidecar/sidecar:ctx-0123"
 
 
-def plan_service(config: dict[str, Any], **kwargs: Any) -> Plan:
+def plan_service(args: SharedPathwaysServiceArgs) -> Plan:
     def program() -> None:
-        cfg = load_stack_config(config)
         provider = k8s.Provider("k8s", kubeconfig="{}")
         controller = k8s.core.v1.Namespace("jobset-system", metadata={"name": "jobset-system"},
                                            opts=pulumi.ResourceOptions(provider=provider))
         service = SharedPathwaysService(
-            "pathways", cfg, node_service_account_email=NODE_SA, cpu_pool_name="cpu",
-            opts=pulumi.ResourceOptions(providers=[provider], depends_on=[controller]), **kwargs)
+            "pathways", args, opts=pulumi.ResourceOptions(providers=[provider], depends_on=[controller]))
         pulumi.export("pathways_service", service.pathways_service)
         pulumi.export("proxy_image", service.proxy_image)
         pulumi.export("bucket", service.bucket)
 
-    return run_under_mocks(program, config, project="tpuplane", stack="test")
+    return run_under_mocks(program, {}, project="tpuplane", stack="test")
 
 
 @pytest.fixture
 def config() -> dict[str, Any]:
-    return copy.deepcopy(CONFIG)
+    return copy.deepcopy(dict(ARGS))
 
 
 @pytest.fixture(scope="module")
 def plan() -> Plan:
-    return plan_service(copy.deepcopy(CONFIG))
+    return plan_service(copy.deepcopy(ARGS))
 
 
 def jobset_spec(plan: Plan) -> dict[str, Any]:
@@ -91,7 +86,7 @@ def test_service_grants_object_access_to_the_node_and_the_pods_using_the_bucket(
 
 def test_service_without_teams_admits_and_grants_proxies_in_default(config):
     """Without Kueue teams, `connect()` creates proxies in `default`: the policy and the bucket must let them in."""
-    del config["tpuplane:kueue"]
+    del config["client_namespaces"]
     plan = plan_service(config)
     (policy,) = plan.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
     _, clients = policy.inputs["spec"]["ingress"]
@@ -106,7 +101,7 @@ def test_service_grants_no_project_roles_the_cluster_already_grants(plan):
 
 
 def test_service_uses_an_existing_bucket_without_creating_one(config):
-    config["tpuplane:pathways"]["gcsBucket"] = "gs://team-scratch/pw"
+    config["gcs_bucket"] = "gs://team-scratch/pw"
     plan = plan_service(config)
     assert not plan.of_type("gcp:storage/bucket:Bucket")
     assert {g.inputs["bucket"] for g in plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")} == {
@@ -139,19 +134,29 @@ def test_jobset_runs_the_catalog_shape_of_the_pool(plan):
 
 
 def test_service_attaches_a_built_sidecar_image_output(config):
-    config["tpuplane:pathways"]["sidecar"] = {"requirements": "sidecar/requirements.txt"}
-    plan = plan_service(config, sidecar_image=pulumi.Output.from_input(SIDECAR))
+    plan = plan_service({**config, "sidecar_image": pulumi.Output.from_input(SIDECAR)})
     worker_pod = jobset_spec(plan)["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     assert worker_pod["initContainers"][0]["image"] == SIDECAR
 
 
-def test_service_attaches_a_ready_sidecar_image_from_config(config):
-    config["tpuplane:pathways"]["sidecar"] = {"image": SIDECAR}
-    worker_pod = jobset_spec(plan_service(config))["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+def test_service_attaches_a_ready_sidecar_image(config):
+    worker_pod = jobset_spec(plan_service({**config, "sidecar_image": SIDECAR}))["replicatedJobs"][1]["template"][
+        "spec"]["template"]["spec"]
     assert worker_pod["initContainers"][0]["image"] == SIDECAR
 
 
-def test_service_refuses_to_drop_a_sidecar_the_config_asks_to_build(config):
-    config["tpuplane:pathways"]["sidecar"] = {"requirements": "sidecar/requirements.txt"}
-    with pytest.raises(ValueError, match="sidecar_image"):
-        plan_service(config)
+@pytest.mark.parametrize("changes, path", [
+    ({"slices": 3}, "SharedPathwaysServiceArgs.slices"),
+    ({"pool": {"name": "big", "tpu_type": "v5p-128", "capacity": "queued"}}, "SharedPathwaysServiceArgs.pool"),
+    ({"pool": {"name": "big", "tpu_type": "v5p-129"}}, "SharedPathwaysServiceArgs.pool.tpu_type"),
+    ({"service_name": "kube-pw"}, "SharedPathwaysServiceArgs.service_name"),
+    ({"service_name": "research"}, "SharedPathwaysServiceArgs.service_name"),
+    ({"cpu_machine_type": "n2-standard-4"}, "SharedPathwaysServiceArgs.cpu_machine_type"),
+    ({"server_image": "us-docker.pkg.dev/p/server:jax-0.10.0"}, "SharedPathwaysServiceArgs"),
+    ({"gcs_bucket": "s3://elsewhere"}, "SharedPathwaysServiceArgs.gcs_bucket"),
+])
+def test_service_bad_args_name_the_field_and_register_nothing(config, changes, path, registrations):
+    with pytest.raises(ConfigError) as raised:
+        plan_service({**config, **changes})
+    assert path in [p.path for p in raised.value.problems]
+    assert registrations == ["pulumi:providers:kubernetes::k8s", "kubernetes:core/v1:Namespace::jobset-system"]

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tpuplane.components.janitor import ProxyJanitor
+from tpuplane.components.janitor import ProxyJanitor, ProxyJanitorArgs
 from tpuplane.components.offline import run_under_mocks
 from tpuplane.infra.pathways import service as pathways
 from tpuplane.infra.pathways import proxy
@@ -242,7 +242,7 @@ def test_janitor_problems_name_the_field(janitor_spec, change, path):
 
 def test_proxy_janitor_component_registers_its_objects_in_order(janitor_spec):
     """Pulumi mocks stand in for the Kubernetes API server, which cannot exist here."""
-    plan = run_under_mocks(lambda: ProxyJanitor("janitor", namespace="team-a", image=janitor_spec.image), {})
+    plan = run_under_mocks(lambda: ProxyJanitor("janitor", ProxyJanitorArgs(namespace="team-a", image=janitor_spec.image)), {})
     (component,) = plan.of_type("tpuplane:index:ProxyJanitor")
     children = [r for r in plan.resources if r.parent == component.urn]
     kinds = {r.type.rsplit(":", 1)[-1]: r for r in children}

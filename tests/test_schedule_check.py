@@ -45,7 +45,7 @@ def pod_spec(manifest: dict) -> dict:
 def test_check_workload_tpuplane_rendered_jobset_can_run(dev_cfg, dev):
     spec = TpuWorkloadSpec(name="train", jobs=[TpuJob(tpu_type="v6e-16", slices=2, capacity="spot", image="i",
                                                       command="python train.py")])
-    result = check_workload(render_tpu_jobset(spec, dev_cfg), dev)
+    result = check_workload(render_tpu_jobset(spec, dev_cfg.batch_platform), dev)
 
     assert result.ok, result.all_problems()
     [pod_set] = result.pod_sets

@@ -216,7 +216,7 @@ def test_sidecar_image_jax_other_than_the_constraints_pin_fails(mocks, context):
     assert mocks.of_type(IMAGE_TYPE) == []
 
 
-def test_sidecar_image_unknown_jax_version_names_the_component(mocks, context):
-    with pytest.raises(ConfigError, match=r"sidecar\.jaxVersion: got '0\.10\.2'"):
+def test_sidecar_image_unknown_jax_version_names_the_args_field(mocks, context):
+    with pytest.raises(ConfigError, match=r"SidecarImageArgs\.jax_version: got '0\.10\.2'"):
         build(sidecar_args(context, jax_version="0.10.2"))
     assert mocks.registrations == []

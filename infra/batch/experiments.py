@@ -24,7 +24,8 @@ from typing import Any, Union
 
 from pydantic import Field, ValidationError
 
-from tpuplane.infra.config import StackConfig, config_path
+from tpuplane.infra.batch.platform import BatchPlatform
+from tpuplane.infra.config import config_path
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.naming import DNS_LABEL
 from tpuplane.infra.yaml_input import read_yaml_file
@@ -123,7 +124,7 @@ def _same_id_problems(exp: ExperimentSpec, trials: list[Trial]) -> list[Problem]
     return problems
 
 
-def experiment_problems(exp: ExperimentSpec, cfg: StackConfig | None = None) -> list[Problem]:
+def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = None) -> list[Problem]:
     """Rules of the experiment file, then every rule of a workload, checked on its longest trial name."""
     problems = []
     if exp.grid and exp.trials:
@@ -156,15 +157,15 @@ def experiment_problems(exp: ExperimentSpec, cfg: StackConfig | None = None) -> 
                                    else ""),
                                 f"trial JobSets are named like '{sample.name}'"))
         return problems
-    return problems + [p for p in workload_problems(sample, cfg) if p.path != "name"]
+    return problems + [p for p in workload_problems(sample, platform) if p.path != "name"]
 
 
-def render_experiment(exp: ExperimentSpec, cfg: StackConfig | None = None) -> list[dict[str, Any]]:
+def render_experiment(exp: ExperimentSpec, platform: BatchPlatform | None = None) -> list[dict[str, Any]]:
     """One JobSet per trial, in trial order. Raises ConfigError."""
-    problems = experiment_problems(exp, cfg)
+    problems = experiment_problems(exp, platform)
     if problems:
         raise ConfigError(problems)
-    return [render_tpu_jobset(trial_workload(exp, t), cfg, system_labels=trial_labels(exp, t))
+    return [render_tpu_jobset(trial_workload(exp, t), platform, system_labels=trial_labels(exp, t))
             for t in expand_trials(exp)]
 
 

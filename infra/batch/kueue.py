@@ -40,7 +40,8 @@ from tpuplane.infra.fleet.scheduling import (
 )
 
 if TYPE_CHECKING:
-    from tpuplane.infra.config import StackConfig, TpuPoolConfig
+    from tpuplane.infra.batch.platform import BatchPlatform
+    from tpuplane.infra.config import TpuPoolConfig
     from tpuplane.infra.fleet.catalog import TpuSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -67,35 +68,34 @@ UNMANAGED_NAMESPACES = ("kube-system", KUEUE_NAMESPACE, JOBSET_NAMESPACE)
 # Sizes: the CPU pool's quota and the controllers' resources.
 
 
-def cpu_pool_quota(cfg: "StackConfig") -> tuple[int, int]:
+def cpu_pool_quota(platform: "BatchPlatform") -> tuple[int, int]:
     """The CPU pool at its maximum size: (cpu cores, memory MiB). Kueue admits against it, kube-scheduler fits."""
-    shape = machine_shape(cfg.cluster.cpu_pool.machine_type)
+    shape = machine_shape(platform.cpu_pool.machine_type)
     vcpus, mib = (shape.vcpus, shape.memory_mib) if shape else (0, 0)
-    return vcpus * cfg.cluster.cpu_pool.max_nodes, mib * cfg.cluster.cpu_pool.max_nodes
+    return vcpus * platform.cpu_pool.max_nodes, mib * platform.cpu_pool.max_nodes
 
 
-def controller_node_count(cfg: "StackConfig") -> int:
+def controller_node_count(platform: "BatchPlatform") -> int:
     """Nodes the controllers watch at most: every TPU VM plus the CPU pool at its maximum (xpk's sizing input)."""
-    tpu_vms = sum(pool.vms for pool in cfg.tpu_pools)
-    return tpu_vms + cfg.cluster.cpu_pool.max_nodes
+    tpu_vms = sum(pool.vms for pool in platform.tpu_pools)
+    return tpu_vms + platform.cpu_pool.max_nodes
 
 
 def _controller_placement(cpu_pool_name: str) -> dict[str, Any]:
     return {"nodeSelector": {NODEPOOL_LABEL: cpu_pool_name}, "tolerations": [GKE_MANAGED_TOLERATION]}
 
 
-def unmanaged_namespaces(cfg: "StackConfig") -> list[str]:
+def unmanaged_namespaces(platform: "BatchPlatform") -> list[str]:
     """Namespaces Kueue must leave alone: the system's and controllers', and the Pathways service's.
 
     The service's JobSet carries no queue-name label, so with `manageJobsWithoutQueueName: false` Kueue would
     ignore it anyway; excluding its namespace also keeps Kueue's webhooks out of its path, so a Kueue outage
     can never block the service's (re)creation.
     """
-    extra = [cfg.pathways.name] if cfg.pathways is not None else []
-    return sorted({*UNMANAGED_NAMESPACES, *extra})
+    return sorted({*UNMANAGED_NAMESPACES, *platform.service_namespaces})
 
 
-def managed_jobs_namespace_selector(cfg: "StackConfig") -> dict[str, Any]:
+def managed_jobs_namespace_selector(platform: "BatchPlatform") -> dict[str, Any]:
     """Kueue's `managedJobsNamespaceSelector`: every namespace but `unmanaged_namespaces`.
 
     The Kueue chart (since 0.11.5) stamps this selector on every job-framework webhook (Job, JobSet, ...), not
@@ -106,10 +106,10 @@ def managed_jobs_namespace_selector(cfg: "StackConfig") -> dict[str, Any]:
     through the webhook.
     """
     return {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
-                                  "values": unmanaged_namespaces(cfg)}]}
+                                  "values": unmanaged_namespaces(platform)}]}
 
 
-def kueue_manager_config(cfg: "StackConfig") -> str:
+def kueue_manager_config(platform: "BatchPlatform") -> str:
     """The Kueue Configuration (v1beta2) the chart mounts. Only the integrations we use, so that the webhooks of
     other frameworks (pods, deployments) can never block unrelated objects while Kueue restarts; and the system,
     controller and service namespaces are outside Kueue's management (`managed_jobs_namespace_selector`)."""
@@ -126,14 +126,14 @@ def kueue_manager_config(cfg: "StackConfig") -> str:
         "clientConnection": {"qps": 50, "burst": 100},
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
         "manageJobsWithoutQueueName": False,  # only workloads that name a queue are Kueue's
-        "managedJobsNamespaceSelector": managed_jobs_namespace_selector(cfg),
+        "managedJobsNamespaceSelector": managed_jobs_namespace_selector(platform),
     }
     return yaml.safe_dump(config, sort_keys=True)
 
 
-def kueue_helm_values(cfg: "StackConfig", cpu_pool_name: str) -> dict[str, Any]:
+def kueue_helm_values(platform: "BatchPlatform", cpu_pool_name: str) -> dict[str, Any]:
     """Chart values: xpk's sizing (cpu max(ceil(0.004 n), 2), memory max(ceil(32 MiB n), 4096 MiB))."""
-    nodes = controller_node_count(cfg)
+    nodes = controller_node_count(platform)
     cpu = max(math.ceil(0.004 * nodes), 2)
     memory = f"{max(math.ceil(32 * nodes), 4096)}Mi"
     return {
@@ -144,13 +144,13 @@ def kueue_helm_values(cfg: "StackConfig", cpu_pool_name: str) -> dict[str, Any]:
         },
         "enableCertManager": False,
         "enableKueueViz": False,
-        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(cfg)},
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(platform)},
     }
 
 
-def jobset_helm_values(cfg: "StackConfig", cpu_pool_name: str) -> dict[str, Any]:
+def jobset_helm_values(platform: "BatchPlatform", cpu_pool_name: str) -> dict[str, Any]:
     """Chart values: xpk's sizing (memory limit max(ceil(1.2 MiB n), 4096 MiB), requests 1 CPU / 128Mi)."""
-    memory = f"{max(math.ceil(1.2 * controller_node_count(cfg)), 4096)}Mi"
+    memory = f"{max(math.ceil(1.2 * controller_node_count(platform)), 4096)}Mi"
     return {"controller": {"resources": {"limits": {"cpu": "2", "memory": memory},
                                          "requests": {"cpu": "1000m", "memory": "128Mi"}},
                            **_controller_placement(cpu_pool_name)}}
@@ -167,12 +167,13 @@ class HelmRelease:
     values: dict[str, Any]
 
 
-def controller_releases(cfg: "StackConfig", cpu_pool_name: str) -> tuple[HelmRelease, HelmRelease]:
+def controller_releases(platform: "BatchPlatform", cpu_pool_name: str) -> tuple[HelmRelease, HelmRelease]:
     """Kueue and JobSet, each in its own namespace; versions from `tpuplane:kueue`."""
     return (
-        HelmRelease("kueue", KUEUE_CHART, cfg.kueue.version, KUEUE_NAMESPACE, kueue_helm_values(cfg, cpu_pool_name)),
-        HelmRelease("jobset", JOBSET_CHART, cfg.kueue.jobset_version, JOBSET_NAMESPACE,
-                    jobset_helm_values(cfg, cpu_pool_name)),
+        HelmRelease("kueue", KUEUE_CHART, platform.kueue.version, KUEUE_NAMESPACE,
+                    kueue_helm_values(platform, cpu_pool_name)),
+        HelmRelease("jobset", JOBSET_CHART, platform.kueue.jobset_version, JOBSET_NAMESPACE,
+                    jobset_helm_values(platform, cpu_pool_name)),
     )
 
 
@@ -185,13 +186,13 @@ def _shape_key(pool: "TpuPoolConfig") -> tuple[str, str, str]:
     return pool.spec.accelerator, pool.spec.topology, pool.capacity.value
 
 
-def serving_pools(cfg: "StackConfig", spec: "TpuSpec", capacity: str) -> list["TpuPoolConfig"]:
+def serving_pools(platform: "BatchPlatform", spec: "TpuSpec", capacity: str) -> list["TpuPoolConfig"]:
     """The pools Kueue admits a job of `spec` on `capacity` to: same TPU node labels and host machine type (so
     the same flavor), with slices that a service does not hold outside Kueue. The one answer workloads,
     quotas and policies use."""
-    return [p for p in cfg.tpu_pools
+    return [p for p in platform.tpu_pools
             if _shape_key(p) == (spec.accelerator, spec.topology, capacity)
-            and p.spec.machine_type == spec.machine_type and cfg.queued_slices(p) > 0]
+            and p.spec.machine_type == spec.machine_type and platform.queued_slices(p) > 0]
 
 
 def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: str | None = None) -> str:
@@ -203,9 +204,9 @@ def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: st
             + capacity_mode(capacity).flavor_suffix)
 
 
-def pool_flavor_name(cfg: "StackConfig", pool: "TpuPoolConfig") -> str:
+def pool_flavor_name(platform: "BatchPlatform", pool: "TpuPoolConfig") -> str:
     """The flavor a pool's chips count in."""
-    machines = {p.spec.machine_type for p in cfg.tpu_pools if _shape_key(p) == _shape_key(pool)}
+    machines = {p.spec.machine_type for p in platform.tpu_pools if _shape_key(p) == _shape_key(pool)}
     return flavor_name(pool.spec.accelerator, pool.spec.topology, pool.capacity.value,
                        pool.spec.machine_type if len(machines) > 1 else None)
 
@@ -237,14 +238,14 @@ def flavor_node_labels(pool: "TpuPoolConfig") -> dict[str, str]:
     return tpu_node_labels(pool.spec, pool.capacity.value)
 
 
-def tpu_flavors(cfg: "StackConfig") -> list[TpuFlavor]:
+def tpu_flavors(platform: "BatchPlatform") -> list[TpuFlavor]:
     """Flavors in their capacity modes' Kueue order (`tpuplane.infra.fleet.capacity`), then by name."""
     grouped: dict[str, list["TpuPoolConfig"]] = {}
-    for pool in cfg.tpu_pools:
-        grouped.setdefault(pool_flavor_name(cfg, pool), []).append(pool)
+    for pool in platform.tpu_pools:
+        grouped.setdefault(pool_flavor_name(platform, pool), []).append(pool)
     flavors = []
     for name, pools in grouped.items():
-        slices = sum(cfg.queued_slices(p) for p in pools)
+        slices = sum(platform.queued_slices(p) for p in pools)
         if not slices:
             continue  # a group wholly dedicated to a service is not Kueue's
         chips = {p.spec.chips for p in pools}
@@ -319,11 +320,11 @@ class QueueQuota:
         return min(flavor.slices, own + whole_units(self.team.borrowing_limit, flavor.slices))
 
 
-def cluster_queue_quotas(cfg: "StackConfig") -> list[QueueQuota]:
+def cluster_queue_quotas(platform: "BatchPlatform") -> list[QueueQuota]:
     """Without teams: one queue with all capacity. With teams: one per team, plus `unassigned` for the remainder."""
-    flavors = tpu_flavors(cfg)
-    cpu, mib = cpu_pool_quota(cfg)
-    teams = cfg.kueue.teams
+    flavors = tpu_flavors(platform)
+    cpu, mib = cpu_pool_quota(platform)
+    teams = platform.kueue.teams
     if not teams:
         return [QueueQuota(SINGLE_CLUSTER_QUEUE, {f.name: f.slices for f in flavors}, cpu, mib)]
     weights = [share_fraction(t.share) for t in teams]
@@ -341,17 +342,17 @@ def cluster_queue_quotas(cfg: "StackConfig") -> list[QueueQuota]:
     ]
 
 
-def team_quota_problems(cfg: "StackConfig") -> list[Problem]:
+def team_quota_problems(platform: "BatchPlatform") -> list[Problem]:
     """A team that can never run anything: less than one whole slice of EVERY flavor, even with borrowing.
 
     Less than one slice of SOME flavor is allowed: the team simply never runs there (its workloads of that
     flavor would stay pending, and `workload_problems` refuses them up front).
     """
-    flavors = tpu_flavors(cfg)
+    flavors = tpu_flavors(platform)
     if not flavors:
         return []
     problems = []
-    for i, quota in enumerate(q for q in cluster_queue_quotas(cfg) if q.team is not None):
+    for i, quota in enumerate(q for q in cluster_queue_quotas(platform) if q.team is not None):
         if any(quota.reach(f) >= 1 for f in flavors):
             continue
         smallest = min(Fraction(1, f.slices) for f in flavors)
@@ -393,7 +394,7 @@ def _tpu_flavor_quota(flavor: TpuFlavor, quota: QueueQuota) -> dict[str, Any]:
                                                per_slice("memory", host_mib, "Mi")]}
 
 
-def render_cluster_queue(cfg: "StackConfig", quota: QueueQuota) -> dict[str, Any]:
+def render_cluster_queue(platform: "BatchPlatform", quota: QueueQuota) -> dict[str, Any]:
     """A ClusterQueue with ONE resource group covering `google.com/tpu`, cpu and memory.
 
     Kueue assigns one flavor per resource group and merges the node labels of every flavor it assigns, so a
@@ -401,8 +402,8 @@ def render_cluster_queue(cfg: "StackConfig", quota: QueueQuota) -> dict[str, Any
     group it would also get the CPU pool's `gke-nodepool` label and never schedule. The CPU flavor comes first
     with no TPU quota: a TPU pod cannot fit it and moves on to the TPU flavors, whose cpu and memory quota is
     what GKE leaves to pods on their host VMs; a CPU-only pod takes the CPU flavor."""
-    flavors = tpu_flavors(cfg)
-    cpu_total, mib_total = cpu_pool_quota(cfg)
+    flavors = tpu_flavors(platform)
+    cpu_total, mib_total = cpu_pool_quota(platform)
     cpu_flavor = {"name": CPU_FLAVOR, "resources": [
         _resource(TPU_RESOURCE, 0, 0, None),
         _resource("cpu", quota.cpu, cpu_total, quota.team),
@@ -410,12 +411,12 @@ def render_cluster_queue(cfg: "StackConfig", quota: QueueQuota) -> dict[str, Any
     groups = [{"coveredResources": [TPU_RESOURCE, "cpu", "memory"],
                "flavors": [cpu_flavor, *(_tpu_flavor_quota(f, quota) for f in flavors)]}]
     spec: dict[str, Any] = {"queueingStrategy": "BestEffortFIFO", "resourceGroups": groups}
-    if not cfg.kueue.teams:
+    if not platform.kueue.teams:
         # xpk's queue: every namespace may submit; no cohort, so nothing to reclaim.
         spec["namespaceSelector"] = {}
         spec["preemption"] = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
     else:
-        spec["cohortName"] = cfg.kueue.cohort
+        spec["cohortName"] = platform.kueue.cohort
         if quota.team is not None:
             spec["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": quota.team.team_namespace}}
             # A share is a guarantee: a team below its quota reclaims lent chips from any borrower, whatever the
@@ -429,11 +430,11 @@ def render_cluster_queue(cfg: "StackConfig", quota: QueueQuota) -> dict[str, Any
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": quota.name}, "spec": spec}
 
 
-def local_queues(cfg: "StackConfig") -> dict[str, tuple[str, str]]:
+def local_queues(platform: "BatchPlatform") -> dict[str, tuple[str, str]]:
     """Team (or "default" without teams) -> (namespace, LocalQueue name)."""
-    if not cfg.kueue.teams:
+    if not platform.kueue.teams:
         return {DEFAULT_NAMESPACE: (DEFAULT_NAMESPACE, DEFAULT_LOCAL_QUEUE)}
-    return {t.name: (t.team_namespace, t.name) for t in cfg.kueue.teams}
+    return {t.name: (t.team_namespace, t.name) for t in platform.kueue.teams}
 
 
 def render_local_queue(namespace: str, name: str, cluster_queue: str) -> dict[str, Any]:
@@ -441,16 +442,16 @@ def render_local_queue(namespace: str, name: str, cluster_queue: str) -> dict[st
             "spec": {"clusterQueue": cluster_queue}}
 
 
-def render_local_queues(cfg: "StackConfig") -> list[dict[str, Any]]:
+def render_local_queues(platform: "BatchPlatform") -> list[dict[str, Any]]:
     """Sorted by namespace: the teams' order in the config does not matter."""
-    cluster_queue = {t.name: t.name for t in cfg.kueue.teams} or {DEFAULT_NAMESPACE: SINGLE_CLUSTER_QUEUE}
+    cluster_queue = {t.name: t.name for t in platform.kueue.teams} or {DEFAULT_NAMESPACE: SINGLE_CLUSTER_QUEUE}
     return [render_local_queue(ns, name, cluster_queue[team])
-            for team, (ns, name) in sorted(local_queues(cfg).items(), key=lambda item: item[1])]
+            for team, (ns, name) in sorted(local_queues(platform).items(), key=lambda item: item[1])]
 
 
-def render_team_namespaces(cfg: "StackConfig") -> list[dict[str, Any]]:
+def render_team_namespaces(platform: "BatchPlatform") -> list[dict[str, Any]]:
     """Namespaces the teams own (`default` exists already)."""
-    names = sorted({t.team_namespace for t in cfg.kueue.teams} - {DEFAULT_NAMESPACE})
+    names = sorted({t.team_namespace for t in platform.kueue.teams} - {DEFAULT_NAMESPACE})
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names]
 
 
@@ -470,9 +471,9 @@ def render_priority_classes() -> list[dict[str, Any]]:
     return objects
 
 
-def render_provisioning(cfg: "StackConfig") -> list[dict[str, Any]]:
+def render_provisioning(platform: "BatchPlatform") -> list[dict[str, Any]]:
     """DWS queued provisioning: Kueue asks GKE for the nodes of a queued flavor before it admits a workload."""
-    if not any(f.queued for f in tpu_flavors(cfg)):
+    if not any(f.queued for f in tpu_flavors(platform)):
         return []
     return [
         {"apiVersion": KUEUE_API, "kind": "ProvisioningRequestConfig", "metadata": {"name": PROVISIONING_CONFIG},
@@ -487,19 +488,19 @@ def render_provisioning(cfg: "StackConfig") -> list[dict[str, Any]]:
     ]
 
 
-def render_flavors(cfg: "StackConfig", cpu_pool_name: str) -> list[dict[str, Any]]:
-    return [render_tpu_flavor(f) for f in tpu_flavors(cfg)] + [render_cpu_flavor(cpu_pool_name)]
+def render_flavors(platform: "BatchPlatform", cpu_pool_name: str) -> list[dict[str, Any]]:
+    return [render_tpu_flavor(f) for f in tpu_flavors(platform)] + [render_cpu_flavor(cpu_pool_name)]
 
 
-def render_cluster_queues(cfg: "StackConfig") -> list[dict[str, Any]]:
+def render_cluster_queues(platform: "BatchPlatform") -> list[dict[str, Any]]:
     """Sorted by name: the teams' order in the config does not matter."""
-    return [render_cluster_queue(cfg, q) for q in sorted(cluster_queue_quotas(cfg), key=lambda q: q.name)]
+    return [render_cluster_queue(platform, q) for q in sorted(cluster_queue_quotas(platform), key=lambda q: q.name)]
 
 
-def render_queue_objects(cfg: "StackConfig", cpu_pool_name: str) -> list[dict[str, Any]]:
+def render_queue_objects(platform: "BatchPlatform", cpu_pool_name: str) -> list[dict[str, Any]]:
     """Every Kueue object of the stack, in creation order (flavors and checks before the queues naming them)."""
-    return (render_flavors(cfg, cpu_pool_name) + render_provisioning(cfg) + render_cluster_queues(cfg)
-            + render_local_queues(cfg))
+    return (render_flavors(platform, cpu_pool_name) + render_provisioning(platform) + render_cluster_queues(platform)
+            + render_local_queues(platform))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -558,13 +559,13 @@ def render_webhook_probe(kueue_version: str) -> list[dict[str, Any]]:
     ]
 
 
-def kueue_problems(cfg: "StackConfig") -> list[Problem]:
+def kueue_problems(platform: "BatchPlatform") -> list[Problem]:
     """Rules of `tpuplane:kueue`, checked once the pools are valid (quotas are derived from them)."""
-    problems = kueue_config_problems(cfg)
+    problems = kueue_config_problems(platform)
     if not problems:  # quotas are meaningful only for a valid team layout
-        problems += team_quota_problems(cfg)
-    if machine_shape(cfg.cluster.cpu_pool.machine_type) is None:
-        problems.append(Problem("tpuplane:cluster.cpuPool.machineType", cfg.cluster.cpu_pool.machine_type,
+        problems += team_quota_problems(platform)
+    if machine_shape(platform.cpu_pool.machine_type) is None:
+        problems.append(Problem("tpuplane:cluster.cpuPool.machineType", platform.cpu_pool.machine_type,
                                 "<family>-standard|highmem|highcpu-<vCPUs> or <family>-custom-<vCPUs>-<MiB>",
                                 "the CPU pool's Kueue quota (cpu, memory) is derived from it"))
     return problems

@@ -29,7 +29,7 @@ from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.naming import DNS_LABEL
 
 if TYPE_CHECKING:
-    from tpuplane.infra.config import StackConfig
+    from tpuplane.infra.batch.platform import BatchPlatform
 
 # Kueue WorkloadPriorityClasses and pod PriorityClasses share these names (xpk's and Cluster Toolkit's values).
 PRIORITIES: dict[str, int] = {"very-low": 100, "low": 250, "medium": 500, "high": 750, "very-high": 1000}
@@ -91,12 +91,12 @@ def _version_problems(path: str, given: str, minimum: Version, chart: str) -> li
     return []
 
 
-def _team_problems(cfg: "StackConfig") -> list[Problem]:
+def _team_problems(platform: "BatchPlatform") -> list[Problem]:
     problems: list[Problem] = []
     names: set[str] = set()
     namespaces: dict[str, str] = {}
     total = 0.0
-    for i, team in enumerate(cfg.kueue.teams):
+    for i, team in enumerate(platform.kueue.teams):
         path = f"tpuplane:kueue.teams[{i}]"
         if not DNS_LABEL.fullmatch(team.name) or len(team.name) > 63:
             problems.append(Problem(f"{path}.name", team.name, "a DNS label of at most 63 characters: a-z, 0-9, '-'",
@@ -128,11 +128,11 @@ def _team_problems(cfg: "StackConfig") -> list[Problem]:
     return problems
 
 
-def kueue_config_problems(cfg: "StackConfig") -> list[Problem]:
+def kueue_config_problems(platform: "BatchPlatform") -> list[Problem]:
     """Rules of `tpuplane:kueue` on their own: versions, cohort and team layout. The rules that need the derived
     quotas live beside them in `tpuplane.infra.batch.kueue.kueue_problems`."""
-    problems = _version_problems("tpuplane:kueue.version", cfg.kueue.version, MIN_KUEUE, "Kueue")
-    problems += _version_problems("tpuplane:kueue.jobsetVersion", cfg.kueue.jobset_version, MIN_JOBSET, "JobSet")
-    if not DNS_LABEL.fullmatch(cfg.kueue.cohort) or len(cfg.kueue.cohort) > 63:
-        problems.append(Problem("tpuplane:kueue.cohort", cfg.kueue.cohort, "a DNS label of at most 63 characters"))
-    return problems + _team_problems(cfg)
+    problems = _version_problems("tpuplane:kueue.version", platform.kueue.version, MIN_KUEUE, "Kueue")
+    problems += _version_problems("tpuplane:kueue.jobsetVersion", platform.kueue.jobset_version, MIN_JOBSET, "JobSet")
+    if not DNS_LABEL.fullmatch(platform.kueue.cohort) or len(platform.kueue.cohort) > 63:
+        problems.append(Problem("tpuplane:kueue.cohort", platform.kueue.cohort, "a DNS label of at most 63 characters"))
+    return problems + _team_problems(platform)

@@ -97,10 +97,10 @@ def stack_facts(cfg: "StackConfig") -> StackFacts:
     pools.append(NodePoolFacts(CPU_POOL_NAME, {NODEPOOL_LABEL: CPU_POOL_NAME, INSTANCE_TYPE_LABEL: cpu_pool.machine_type},
                                (), cpu_pool.max_nodes, 0, cpu, memory))
     return StackFacts(
-        flavors={f["metadata"]["name"]: f for f in render_flavors(cfg, CPU_POOL_NAME)},
-        cluster_queues={q["metadata"]["name"]: q for q in render_cluster_queues(cfg)},
+        flavors={f["metadata"]["name"]: f for f in render_flavors(cfg.batch_platform, CPU_POOL_NAME)},
+        cluster_queues={q["metadata"]["name"]: q for q in render_cluster_queues(cfg.batch_platform)},
         local_queues={(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
-                      for q in render_local_queues(cfg)},
+                      for q in render_local_queues(cfg.batch_platform)},
         pools=tuple(pools),
     )
 

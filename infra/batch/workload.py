@@ -28,7 +28,8 @@ from pydantic import Field
 
 from tpuplane.infra.fleet.capacity import CAPACITY_MODES
 from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
-from tpuplane.infra.config import Capacity, StackConfig
+from tpuplane.infra.batch.platform import BatchPlatform
+from tpuplane.infra.config import Capacity
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.kueue import (
     DEFAULT_LOCAL_QUEUE,
@@ -174,13 +175,13 @@ def _provisioned(capacity: str) -> bool:
     return mode is not None and mode.provisioning_request
 
 
-def _pool_summary(cfg: StackConfig) -> str:
-    pools = [f"{p.name} ({p.tpu_type} x{cfg.queued_slices(p)} for Kueue, {p.capacity.value})"
-             for p in cfg.tpu_pools]
+def _pool_summary(platform: BatchPlatform) -> str:
+    pools = [f"{p.name} ({p.tpu_type} x{platform.queued_slices(p)} for Kueue, {p.capacity.value})"
+             for p in platform.tpu_pools]
     return ", ".join(pools) or "no TPU pools"
 
 
-def _job_problems(path: str, job: TpuJob, cfg: StackConfig | None) -> list[Problem]:
+def _job_problems(path: str, job: TpuJob, platform: BatchPlatform | None) -> list[Problem]:
     problems = []
     if not DNS_LABEL.fullmatch(job.name):
         problems.append(Problem(f"{path}.name", job.name, "lowercase letters, digits and '-', starting with a letter"))
@@ -196,23 +197,23 @@ def _job_problems(path: str, job: TpuJob, cfg: StackConfig | None) -> list[Probl
         spec = job.spec
     except UnknownTpuType as exc:
         return problems + [Problem(f"{path}.tpuType", job.tpu_type, str(exc), "see `tpuplane catalog`")]
-    if cfg is not None and not serving_pools(cfg, spec, job.capacity):
+    if platform is not None and not serving_pools(platform, spec, job.capacity):
         problems.append(Problem(f"{path}.tpuType", f"{job.tpu_type} on {spec.machine_type} ({job.capacity})",
-                                f"a TPU type, host and capacity a pool provides to Kueue: {_pool_summary(cfg)}",
+                                f"a TPU type, host and capacity a pool provides to Kueue: {_pool_summary(platform)}",
                                 "add a pool to the stack, or pick one of these"))
     return problems
 
 
-def _group_problems(spec: TpuWorkloadSpec, cfg: StackConfig, team_queue: str | None) -> list[Problem]:
+def _group_problems(spec: TpuWorkloadSpec, platform: BatchPlatform, team_queue: str | None) -> list[Problem]:
     """A job group is admitted whole or not at all: its slices of each flavor must fit the flavor's Kueue
     capacity, and the queue's own plus borrowable slices, or the gang waits forever."""
     by_flavor: dict[str, list[int]] = {}
     for i, job in enumerate(spec.jobs):
-        pools = serving_pools(cfg, job.spec, job.capacity)
+        pools = serving_pools(platform, job.spec, job.capacity)
         if pools:
-            by_flavor.setdefault(pool_flavor_name(cfg, pools[0]), []).append(i)
-    flavors = {f.name: f for f in tpu_flavors(cfg)}
-    quota = next((q for q in cluster_queue_quotas(cfg) if q.team is not None and q.name == team_queue), None)
+            by_flavor.setdefault(pool_flavor_name(platform, pools[0]), []).append(i)
+    flavors = {f.name: f for f in tpu_flavors(platform)}
+    quota = next((q for q in cluster_queue_quotas(platform) if q.team is not None and q.name == team_queue), None)
     problems = []
     for name, members in by_flavor.items():
         flavor = flavors[name]
@@ -240,8 +241,8 @@ def _queued_problems(spec: TpuWorkloadSpec) -> list[Problem]:
             for i in queued[1:]]
 
 
-def _queue_problems(spec: TpuWorkloadSpec, cfg: StackConfig) -> list[Problem]:
-    queues = local_queues(cfg)
+def _queue_problems(spec: TpuWorkloadSpec, platform: BatchPlatform) -> list[Problem]:
+    queues = local_queues(platform)
     wanted = (spec.namespace or DEFAULT_NAMESPACE, spec.queue or DEFAULT_LOCAL_QUEUE)
     if wanted in queues.values():
         return []
@@ -250,14 +251,14 @@ def _queue_problems(spec: TpuWorkloadSpec, cfg: StackConfig) -> list[Problem]:
                     "use --queue and --namespace of your team")]
 
 
-def _team_queue(spec: TpuWorkloadSpec, cfg: StackConfig) -> str | None:
+def _team_queue(spec: TpuWorkloadSpec, platform: BatchPlatform) -> str | None:
     """The team ClusterQueue behind the workload's LocalQueue, if it names a team's."""
     wanted = (spec.namespace or DEFAULT_NAMESPACE, spec.queue or DEFAULT_LOCAL_QUEUE)
-    return next((t.name for t in cfg.kueue.teams if (t.team_namespace, t.name) == wanted), None)
+    return next((t.name for t in platform.kueue.teams if (t.team_namespace, t.name) == wanted), None)
 
 
-def workload_problems(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> list[Problem]:
-    """Every rule a workload must pass; with `cfg`, also against the stack's pools and queues."""
+def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None) -> list[Problem]:
+    """Every rule a workload must pass; with `platform`, also against the stack's pools and queues."""
     problems = label_problems("labels", spec.labels)
     limit = max_name_length(spec)
     if not DNS_LABEL.fullmatch(spec.name):
@@ -275,25 +276,25 @@ def workload_problems(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> 
     for i, job in enumerate(spec.jobs):
         if job.name in names[:i]:
             problems.append(Problem(f"jobs[{i}].name", job.name, "a name no other job of the workload uses"))
-        problems += _job_problems(f"jobs[{i}]", job, cfg)
+        problems += _job_problems(f"jobs[{i}]", job, platform)
     problems += _queued_problems(spec)
-    if cfg is not None:
-        problems += _queue_problems(spec, cfg)
+    if platform is not None:
+        problems += _queue_problems(spec, platform)
         if not problems:  # capacity is meaningful once every job resolves to a pool and the queue exists
-            problems += _group_problems(spec, cfg, _team_queue(spec, cfg))
+            problems += _group_problems(spec, platform, _team_queue(spec, platform))
     return problems
 
 
-def resolve_workload(spec: TpuWorkloadSpec, cfg: StackConfig | None = None) -> TpuWorkloadSpec:
+def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None) -> TpuWorkloadSpec:
     """Check the workload, then fill queue, namespace and priority from the stack's queues. Raises ConfigError."""
-    problems = workload_problems(spec, cfg)
+    problems = workload_problems(spec, platform)
     if problems:
         raise ConfigError(problems)
     namespace = spec.namespace or DEFAULT_NAMESPACE
     queue = spec.queue or DEFAULT_LOCAL_QUEUE
     priority = spec.priority
-    if priority is None and cfg is not None:
-        team = next((t for t in cfg.kueue.teams if (t.team_namespace, t.name) == (namespace, queue)), None)
+    if priority is None and platform is not None:
+        team = next((t for t in platform.kueue.teams if (t.team_namespace, t.name) == (namespace, queue)), None)
         priority = team.priority if team else None
     return spec.model_copy(update={"namespace": namespace, "queue": queue, "priority": priority or DEFAULT_PRIORITY})
 
@@ -365,13 +366,13 @@ def retry_exit_codes(extra: list[int]) -> list[int]:
     return sorted(set(RETRY_EXIT_CODES) | set(extra))
 
 
-def placement_policies(cfg: StackConfig | None, job: TpuJob) -> list[str]:
+def placement_policies(platform: BatchPlatform | None, job: TpuJob) -> list[str]:
     """The workload policies of the pools a tpu7/tpu7x multi-host job may land on: its pods select them, as
     GKE requires for slices placed by a workload policy. Empty without a stack (the policy names live there)."""
-    if cfg is None or not job.spec.needs_workload_policy:
+    if platform is None or not job.spec.needs_workload_policy:
         return []
-    pools = serving_pools(cfg, job.spec, job.capacity)
-    return sorted(workload_policy_name(cfg.cluster.name, pool.name) for pool in pools)
+    pools = serving_pools(platform, job.spec, job.capacity)
+    return sorted(workload_policy_name(platform.cluster_name, pool.name) for pool in pools)
 
 
 def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str],
@@ -427,29 +428,29 @@ def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, st
     }
 
 
-def max_run_duration_seconds(workload: TpuWorkloadSpec, cfg: StackConfig | None) -> int | None:
+def max_run_duration_seconds(workload: TpuWorkloadSpec, platform: BatchPlatform | None) -> int | None:
     """For a workload with a queued (DWS) job: the shortest `maxRunDuration` of the pools it may land on, which
     GKE's ProvisioningRequest must not exceed. None without a stack, a queued job, or a limit."""
-    if cfg is None:
+    if platform is None:
         return None
     limits = [int(pool.max_run_duration[:-1]) for job in workload.jobs if _provisioned(job.capacity)
-              for pool in serving_pools(cfg, job.spec, job.capacity) if pool.max_run_duration]
+              for pool in serving_pools(platform, job.spec, job.capacity) if pool.max_run_duration]
     return min(limits, default=None)
 
 
-def render_tpu_jobset(spec: TpuWorkloadSpec, cfg: StackConfig | None = None, *,
+def render_tpu_jobset(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None, *,
                       system_labels: dict[str, str] | None = None) -> dict[str, Any]:
     """The JobSet for `kubectl apply --server-side -f -` or a Pulumi CustomResource. Raises ConfigError.
 
     `system_labels` are tpuplane's own (an experiment's and trial's), added after the user's labels are checked."""
-    workload = resolve_workload(spec, cfg)
+    workload = resolve_workload(spec, platform)
     labels = {**workload.labels, **(system_labels or {}), WORKLOAD_LABEL: workload.name}
     # one child Job per node pool, i.e. each slice of the workload owns a whole node pool
     annotations = {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODEPOOL_LABEL}
-    if (seconds := max_run_duration_seconds(workload, cfg)) is not None:
+    if (seconds := max_run_duration_seconds(workload, platform)) is not None:
         annotations[MAX_RUN_DURATION_ANNOTATION] = str(seconds)
     jobset_spec: dict[str, Any] = {
-        "replicatedJobs": [_replicated_job(workload, job, labels, placement_policies(cfg, job))
+        "replicatedJobs": [_replicated_job(workload, job, labels, placement_policies(platform, job))
                            for job in workload.jobs],
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         "successPolicy": {"operator": "All"},

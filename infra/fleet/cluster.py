@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from tpuplane.infra.config import ReservationConfig, StackConfig
+from tpuplane.infra.config import ClusterConfig, StackConfig
 from tpuplane.infra.fleet.networking import accelerator_networking
 from tpuplane.infra.naming import node_service_account_id
 
@@ -30,29 +30,33 @@ class ClusterPlan:
     multi_networking: bool  # required by pools with automated accelerator networking
 
 
-def plan_cluster(cfg: StackConfig) -> ClusterPlan:
-    c = cfg.cluster
+def plan_cluster(c: ClusterConfig, *, project: str, region: str, multi_networking: bool) -> ClusterPlan:
     return ClusterPlan(
         name=c.name,
-        location=cfg.region if c.regional else c.zone,
+        location=cluster_location(c, region),
         # A zonal cluster's own zone must not be listed again (the provider would diff forever).
         node_locations=(c.zone,) if c.regional else (),
-        workload_pool=f"{cfg.project}{WORKLOAD_POOL_SUFFIX}",
+        workload_pool=f"{project}{WORKLOAD_POOL_SUFFIX}",
         service_account_id=node_service_account_id(c.name),
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
-        multi_networking=any(accelerator_networking(pool) for pool in cfg.tpu_pools),
+        multi_networking=multi_networking,
     )
 
 
-def reservation_deletion_policy(cfg: StackConfig) -> str | None:
+def cluster_location(c: ClusterConfig, region: str) -> str:
+    """Where the control plane lives: the region (regional clusters) or the zone."""
+    return region if c.regional else c.zone
+
+
+def needs_multi_networking(cfg: StackConfig) -> bool:
+    """Pools with automated accelerator networking need a multi-networking cluster."""
+    return any(accelerator_networking(pool) for pool in cfg.tpu_pools)
+
+
+def reservation_deletion_policy(production: bool) -> str | None:
     """Production stacks keep their reservations even if the program stops declaring them: capacity
     given back is rarely given again. Elsewhere Pulumi's default (delete) applies."""
-    return "PREVENT" if cfg.cluster.production else None
-
-
-def reservation_vm_count(res: ReservationConfig) -> int:
-    """A specific reservation counts VMs: whole slices of the reserved TPU type."""
-    return res.vms
+    return "PREVENT" if production else None
 
 
 def render_kubeconfig(cluster: str, endpoint: str, ca_certificate: str) -> str:

@@ -55,7 +55,7 @@ from tpuplane.infra.pathways.proxy import (
 from tpuplane.infra.pathways.sidecar_image import base_image_for
 
 if TYPE_CHECKING:
-    from tpuplane.infra.config import StackConfig
+    from tpuplane.infra.config import StackConfig, TpuPoolConfig
 
 PATH = "tpuplane:pathways"
 DEFAULT_SIDECAR_REQUIREMENTS = "sidecar/requirements.txt"
@@ -146,20 +146,36 @@ def pathways_problems(cfg: "StackConfig") -> list[Problem]:
     pw = cfg.pathways
     if pw is None:
         return []
-    problems = _name_problems(cfg, pw)
-    problems += _pool_problems(cfg, pw)
-    problems += _image_problems(pw)
+    pool = cfg.pool_by_name(pw.tpu_pool)
+    if pool is None:
+        pools = ", ".join(p.name for p in cfg.tpu_pools) or "none declared"
+        problems = _name_problems(pw, team_namespaces(cfg)) + [
+            Problem(f"{PATH}.tpuPool", pw.tpu_pool, f"the name of a tpuplane:tpuPools group: {pools}",
+                    "the service's workers run on that group's node pools")]
+        problems += _image_problems(pw) + _bucket_problems(pw)
+    else:
+        problems = service_problems(pw, pool, team_namespaces(cfg))
     if pw.janitor_image is not None:
         problems += problems_of(lambda: parse_image(pw.janitor_image, path=f"{PATH}.janitorImage"))
         problems += _janitor_namespace_problems(cfg, pw.janitor_image)
-    if pw.gcs_bucket is not None:
-        problems += problems_of(lambda: parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket"))
     problems += _sidecar_problems(pw)
-    problems += _cpu_pool_problems(cfg)
+    problems += cpu_pool_problems(cfg.cluster.cpu_pool.machine_type)
     return problems
 
 
-def _name_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
+def service_problems(pw: PathwaysConfig, pool: "TpuPoolConfig", client_namespaces: list[str]) -> list[Problem]:
+    """The rules of one service on one pool group, whoever declared them (under `tpuplane:pathways` paths)."""
+    return (_name_problems(pw, client_namespaces) + _pool_problems(pool, pw) + _image_problems(pw)
+            + _bucket_problems(pw))
+
+
+def _bucket_problems(pw: PathwaysConfig) -> list[Problem]:
+    if pw.gcs_bucket is None:
+        return []
+    return problems_of(lambda: parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket"))
+
+
+def _name_problems(pw: PathwaysConfig, client_namespaces: list[str]) -> list[Problem]:
     path = f"{PATH}.name"
     host = pathways_head_host(pw.name)
     if not DNS_LABEL.fullmatch(pw.name):
@@ -172,18 +188,13 @@ def _name_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
     if pw.name == "default" or pw.name in SYSTEM_NAMESPACES or pw.name.startswith("kube-"):
         return [Problem(path, pw.name, "a name that is not a system namespace",
                         "the service gets a namespace of its own, named after it")]
-    if pw.name in team_namespaces(cfg):
+    if pw.name in client_namespaces:
         return [Problem(path, pw.name, "a name no Kueue team uses as its namespace",
                         "the service's namespace admits only its own pods and the teams' clients")]
     return []
 
 
-def _pool_problems(cfg: "StackConfig", pw: PathwaysConfig) -> list[Problem]:
-    pool = cfg.pool_by_name(pw.tpu_pool)
-    if pool is None:
-        pools = ", ".join(p.name for p in cfg.tpu_pools) or "none declared"
-        return [Problem(f"{PATH}.tpuPool", pw.tpu_pool, f"the name of a tpuplane:tpuPools group: {pools}",
-                        "the service's workers run on that group's node pools")]
+def _pool_problems(pool: "TpuPoolConfig", pw: PathwaysConfig) -> list[Problem]:
     problems = []
     if pw.slices is not None and pw.slices > pool.slices:
         problems.append(Problem(f"{PATH}.slices", pw.slices, f"at most {pool.slices}",
@@ -304,8 +315,8 @@ def _sidecar_context_problems(sidecar: SidecarConfig) -> list[Problem]:
     return []
 
 
-def _cpu_pool_problems(cfg: "StackConfig") -> list[Problem]:
-    machine = cfg.cluster.cpu_pool.machine_type
+def cpu_pool_problems(machine: str) -> list[Problem]:
+    """The CPU pool must hold the service's head and a client proxy."""
     shape = machine_shape(machine)
     need = pathways_cpu_requirements()
     if shape is None or shape.holds(need):
@@ -365,9 +376,16 @@ def plan_pathways(cfg: "StackConfig") -> PathwaysPlan:
         raise ValueError("the stack config has no tpuplane:pathways section")
     pool = cfg.pool_by_name(pw.tpu_pool)
     assert pool is not None  # checked by pathways_problems
-    slices = cfg.service_slices(pool)
+    return plan_service(pw, pool, project=cfg.project, cluster_name=cfg.cluster.name,
+                        client_namespaces=team_namespaces(cfg))
+
+
+def plan_service(pw: PathwaysConfig, pool: "TpuPoolConfig", *, project: str, cluster_name: str,
+                 client_namespaces: list[str]) -> PathwaysPlan:
+    """The service `pw` on the first slices of `pool` (valid: `service_problems` found nothing)."""
+    slices = service_slices(pw, pool)
     if pw.gcs_bucket is None:
-        bucket = scratch_bucket_name(cfg.project, cfg.cluster.name, pw.name)
+        bucket = scratch_bucket_name(project, cluster_name, pw.name)
         location = f"gs://{bucket}"
     else:
         location = parse_gcs_location(pw.gcs_bucket, path=f"{PATH}.gcsBucket")
@@ -379,16 +397,21 @@ def plan_pathways(cfg: "StackConfig") -> PathwaysPlan:
         slices=slices,
         capacity=pool.capacity.value,
         node_pools=pool.node_pool_names[:slices],
-        placement_policy=workload_policy_name(cfg.cluster.name, pool.name) if pool.spec.needs_workload_policy
+        placement_policy=workload_policy_name(cluster_name, pool.name) if pool.spec.needs_workload_policy
         else None,
         server_image=pw.server_image_ref,
         proxy_image=pw.proxy_image_ref,
         bucket=bucket,
         create_bucket=pw.gcs_bucket is None,
         gcs_scratch_location=location,
-        client_namespaces=team_namespaces(cfg),
+        client_namespaces=sorted(set(client_namespaces)),
         janitor_image=pw.janitor_image,
         service_address=pathways_service_address(pw.name),
         sidecar_image=pw.sidecar.image if pw.sidecar is not None else None,
         build_sidecar=pw.sidecar is not None and pw.sidecar.image is None,
     )
+
+
+def service_slices(pw: PathwaysConfig, pool: "TpuPoolConfig") -> int:
+    """Slices of `pool` the service holds for itself (its first ones), outside Kueue: `slices`, else all."""
+    return min(pw.slices or pool.slices, pool.slices)
