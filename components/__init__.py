@@ -51,6 +51,15 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+# The components every Pulumi language gets through `pulumi package add` (PulumiPlugin.yaml, __main__.py).
+COMPONENTS = ("TpuCluster", "TpuSlicePool", "TpuReservation", "BatchStack", "TpuWorkload", "TpuExperiment",
+              "ImageCache", "SharedPathwaysService", "SidecarImage", "ProxyJanitor")
+
+
+def component_classes() -> list[type]:
+    """The classes of `COMPONENTS`, loaded."""
+    return [__getattr__(name) for name in COMPONENTS]
+
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
