@@ -33,10 +33,14 @@ class PlannedResource:
     inputs: dict[str, Any]
     depends_on: tuple[str, ...]
     custom: bool
+    aliases: tuple[str, ...] = ()
+    """Earlier URNs of this resource (its own `aliases` and those it inherits from its ancestors), as the engine
+    resolves them: a plan diff matches them, so a rename or re-parent is not a replacement."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
-                "inputs": self.inputs, "dependsOn": list(self.depends_on)}
+        shown = {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+                 "inputs": self.inputs, "dependsOn": list(self.depends_on)}
+        return {**shown, "aliases": list(self.aliases)} if self.aliases else shown
 
 
 @dataclass
@@ -124,6 +128,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.recorded: list[PlannedResource] = []
+        self.aliases: dict[str, tuple[str, ...]] = {}
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         """URNs as the engine makes them, so plans name resources as `pulumi preview` does: a child's type is
@@ -135,8 +140,26 @@ class _RecordingMonitor(_mocks.MockMonitor):
                 type_ = f"{qualified}${type_}"
         return "urn:pulumi:" + "::".join([pulumi.get_stack(), pulumi.get_project(), type_, name])
 
+    def alias_urns(self, request, urn: str) -> tuple[str, ...]:
+        """The engine's reading of `aliases`: each alias names an earlier name, type or parent, and a child also
+        answers to each earlier URN of its parent (its name re-prefixed when it starts with the parent's name,
+        the `{name}-suffix` convention), as Pulumi's SDK spells it in `all_aliases`."""
+        own = [alias.urn or self.make_urn("" if alias.spec.noParent else alias.spec.parentUrn or request.parent,
+                                          alias.spec.type or request.type, alias.spec.name or request.name)
+               for alias in request.aliases]
+        found = list(own)
+        parent_name = request.parent.rpartition("::")[2]
+        for parent_alias in self.aliases.get(request.parent, ()):
+            for child in (urn, *own):
+                name, type_ = child.rpartition("::")[2], child.split("::")[2].split("$")[-1]
+                if parent_name and name.startswith(parent_name):
+                    name = parent_alias.rpartition("::")[2] + name[len(parent_name):]
+                found.append(self.make_urn(parent_alias, type_, name))
+        return tuple(sorted(set(found) - {urn}))
+
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         urn = self.make_urn(request.parent, request.type, request.name)
+        self.aliases[urn] = self.alias_urns(request, urn)
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
         _mocks._ensure_event_loop()
@@ -147,9 +170,19 @@ class _RecordingMonitor(_mocks.MockMonitor):
         self.resources[urn] = _mocks.MockMonitor.ResourceRegistration(urn, id_, state)
         self.recorded.append(PlannedResource(
             urn=urn, type=request.type, name=request.name, parent=request.parent, inputs=normalize(inputs),
-            depends_on=tuple(sorted(set(request.dependencies))), custom=bool(request.custom)))
+            depends_on=tuple(sorted(set(request.dependencies))), custom=bool(request.custom),
+            aliases=self.aliases[urn] if not request.custom else _moved(urn, self.aliases[urn])))
         obj_proto = _sync_await(pulumi.runtime.rpc.serialize_properties(state, {}))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj_proto)
+
+
+def _moved(urn: str, aliases: tuple[str, ...]) -> tuple[str, ...]:
+    """A provider resource's aliases, less the other API versions of its own kind that its SDK class declares
+    (`rbac.authorization.k8s.io/v1beta1:ClusterRole` ...): a plan shows where a resource was, not what it may be."""
+    def parent_and_name(u: str) -> tuple[str, str, str]:
+        head, qualified, name = u.rsplit("::", 2)
+        return head, qualified.rpartition("$")[0], name
+    return tuple(alias for alias in aliases if parent_and_name(alias) != parent_and_name(urn))
 
 
 def config_strings(config: Mapping[str, Any]) -> dict[str, str]:

@@ -46,6 +46,7 @@ class _ResourceShape(BaseModel):
     parent: StrictStr | None = None
     inputs: dict[str, Any]
     depends_on: list[StrictStr] = Field(default_factory=list, alias="dependsOn")
+    aliases: list[StrictStr] = Field(default_factory=list)
 
 
 class _PlanShape(BaseModel):
@@ -66,6 +67,8 @@ class PlanResource:
     inputs: Mapping[str, Any]
     parent: str | None = None
     depends_on: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    """Earlier URNs of the resource: a base resource under one of them is this one, renamed or re-parented."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,8 @@ def parse_plan(raw: object, source: str = "plan") -> Plan:
         project=shape.project,
         stack=shape.stack,
         resources=tuple(
-            PlanResource(r.urn, r.type, r.name, r.inputs, r.parent, tuple(r.depends_on)) for r in shape.resources
+            PlanResource(r.urn, r.type, r.name, r.inputs, r.parent, tuple(r.depends_on), tuple(r.aliases))
+            for r in shape.resources
         ),
     )
 
@@ -405,6 +409,10 @@ def _tpu(resource: PlanResource | None) -> TpuPool | None:
 def diff_plans(base: Plan, head: Plan) -> PlanDiff:
     """Every resource that differs between `base` and `head`, sorted by URN, and the TPU impact."""
     before, after = base.by_urn(), head.by_urn()
+    for new in head.resources:  # a base resource under an alias of a head one is that resource, moved
+        moved = next((alias for alias in new.aliases if alias in before and alias not in after), None)
+        if new.urn not in before and moved is not None:
+            before[new.urn] = before.pop(moved)
     changes: list[ResourceChange] = []
     tally = _ImpactTally()
     for urn in sorted(set(before) | set(after)):
