@@ -77,7 +77,7 @@ _PATHS = {"tpuplane:pathways.name": f"{_ARGS}.service_name", "tpuplane:pathways.
           "tpuplane:cluster.cpuPool.machineType": f"{_ARGS}.cpu_machine_type", "tpuplane:pathways": _ARGS}
 
 
-def plan_shared_service(name: str, args: SharedPathwaysServiceArgs) -> PathwaysPlan:
+def _service_plan(name: str, args: SharedPathwaysServiceArgs) -> PathwaysPlan:
     """The Args checked by the stack config's own Pathways rules, and the service planned from them."""
     check_args(args, _ARGS)
     for field in ("project", "region", "cluster_name"):
@@ -121,7 +121,7 @@ class SharedPathwaysService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SharedPathwaysServiceArgs,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        plan = plan_shared_service(name, args)
+        plan = _service_plan(name, args)
         super().__init__("tpuplane:index:SharedPathwaysService", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
 
@@ -163,6 +163,7 @@ class SharedPathwaysService(pulumi.ComponentResource):
         self.proxy_image = pulumi.Output.from_input(plan.proxy_image)
         self.namespace = pulumi.Output.from_input(plan.namespace)
         self.bucket = pulumi.Output.from_input(bucket_name)
+        self._proxy_namespaces = plan.proxy_namespaces
         self.register_outputs({
             "pathways_service": self.pathways_service,
             "instance_type": self.instance_type,
@@ -171,6 +172,11 @@ class SharedPathwaysService(pulumi.ComponentResource):
             "namespace": self.namespace,
             "bucket": self.bucket,
         })
+
+    @property
+    def proxy_namespaces(self) -> list[str]:
+        """Where clients create their proxies (the client namespaces, else `default`): where a `ProxyJanitor` runs."""
+        return list(self._proxy_namespaces)
 
     def _scratch_bucket(self, name: str, args: SharedPathwaysServiceArgs, plan: PathwaysPlan) -> pulumi.Input[str]:
         if not plan.create_bucket:

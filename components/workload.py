@@ -18,7 +18,7 @@ import pulumi
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import caller_dependencies
-from tpuplane.infra.args import check_args, model_from_args
+from tpuplane.infra.args import check_args, model_from_args, renamed
 from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
 from tpuplane.infra.batch.image_cache import DEFAULT_CACHE_NAME, render_image_cache
 from tpuplane.infra.batch.platform import BatchPlatform
@@ -60,7 +60,10 @@ def _rendered(args: Any, path: str, field: str, render: Callable[[Any, BatchPlat
               model: type) -> Any:
     """Check the Args and render; every problem is named under `<Args>.<field>` (or `<Args>.batch`)."""
     check_args(args, path)
-    platform = platform_from_args(args["batch"]) if args.get("batch") is not None else None
+    try:
+        platform = platform_from_args(args["batch"]) if args.get("batch") is not None else None
+    except ConfigError as exc:
+        raise ConfigError(renamed(exc.problems, {"BatchStackArgs": f"{path}.batch"})) from None
     spec = model_from_args(model, args.get(field) or {}, f"{path}.{field}")
     try:
         return render(spec, platform)

@@ -28,10 +28,9 @@ def model_from_args(model: type[Model], args: Mapping[str, Any], path: str) -> M
     try:
         return model.model_validate(dict(args))
     except ValidationError as exc:
-        raise ConfigError([
-            Problem(f"{path}.{snake_path('.'.join(map(str, e['loc'])))}".replace(".[", "["), e.get("input"),
-                    e["msg"].removeprefix("Value error, "))
-            for e in exc.errors()]) from None
+        raise ConfigError([Problem(path + "".join(f"[{part}]" if isinstance(part, int) else f".{snake_path(part)}"
+                                                  for part in e["loc"]), e.get("input"),
+                                   e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
 
 
 def renamed(problems: list[Problem], paths: Mapping[str, str]) -> list[Problem]:

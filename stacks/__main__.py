@@ -11,7 +11,7 @@ import pulumi
 from tpuplane.components.batch import BatchStack, BatchStackArgs
 from tpuplane.components.cluster import TpuCluster, TpuClusterArgs
 from tpuplane.components.janitor import ProxyJanitor, ProxyJanitorArgs
-from tpuplane.components.pathways import SharedPathwaysService, SharedPathwaysServiceArgs, plan_shared_service
+from tpuplane.components.pathways import SharedPathwaysService, SharedPathwaysServiceArgs
 from tpuplane.components.reservation import TpuReservation, TpuReservationArgs
 from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
 from tpuplane.components.slice_pool import TpuSlicePool, TpuSlicePoolArgs
@@ -42,12 +42,11 @@ batch_args = BatchStackArgs(
 
 service_args = sidecar_args = None
 if pw is not None:
-    # completed with the cluster's node service account below; planned here, before the first resource
+    # completed with the cluster's node service account below
     service_args = SharedPathwaysServiceArgs(
         project=cfg.project, region=cfg.region, cluster_name=c.name, pool=kueue_pool_of(cfg.pool_by_name(pw.tpu_pool)),
         client_namespaces=client_namespaces, cpu_machine_type=c.cpu_pool.machine_type,
         **pw.model_dump(exclude_none=True, include={"jax_version", "server_image", "slices", "gcs_bucket"}))
-    proxy_namespaces = plan_shared_service(pw.name, service_args).proxy_namespaces
     if pw.sidecar is not None and pw.sidecar.image is None:
         sidecar_args = SidecarImageArgs(
             project=cfg.project, region=cfg.region, context_dir=str(PROJECT_DIR / pw.sidecar.context_path),
@@ -93,7 +92,7 @@ if pw is not None:
         service_args, node_service_account=cluster.node_service_account_email,
         **({"sidecar_image": sidecar_image or pw.sidecar.image} if pw.sidecar else {})),
         opts=pulumi.ResourceOptions(providers=[cluster.provider], depends_on=[batch.jobset_release]))
-    for namespace in proxy_namespaces if pw.janitor_image else ():
+    for namespace in pathways.proxy_namespaces if pw.janitor_image else ():
         ProxyJanitor(f"proxy-janitor-{namespace}", ProxyJanitorArgs(namespace=namespace, image=pw.janitor_image),
                      opts=pulumi.ResourceOptions(providers=[cluster.provider], depends_on=[batch]))
     pulumi.export("pathways_service", pathways.pathways_service)
