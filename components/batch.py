@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.infra.batch.platform_args import platform_from_args
+from tpuplane.infra.batch.args import platform_from_args
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
 from tpuplane.infra.batch.kueue import (
     controller_releases,

@@ -6,9 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from tpuplane.infra.args import check_args, model_from_args, renamed
-from tpuplane.infra.config import ClusterConfig, cluster_problems
-from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.fleet.args import cluster_config
 from tpuplane.infra.fleet.cluster import (
     CPU_POOL_NAME,
     NODE_OAUTH_SCOPES,
@@ -89,23 +87,6 @@ class TpuClusterArgs(TypedDict):
     """GKE multi-networking, needed by TPU pools with automated accelerator networking (v6e by default)."""
 
 
-_ARGS = "TpuClusterArgs"
-_OWN_FIELDS = ("project", "region", "multi_networking")
-
-
-def _cluster_config(args: TpuClusterArgs) -> ClusterConfig:
-    """The Args as the stack config's cluster section, checked by the same rules; errors name Args fields."""
-    check_args(args, _ARGS)
-    for field in ("project", "region"):
-        if not isinstance(args.get(field), str):
-            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
-    cluster = model_from_args(ClusterConfig, {k: v for k, v in args.items() if k not in _OWN_FIELDS}, _ARGS)
-    problems = cluster_problems(cluster, region=args["region"], path=_ARGS, region_path=f"{_ARGS}.region")
-    if problems:
-        raise ConfigError(renamed(problems, {_ARGS: _ARGS}))
-    return cluster
-
-
 class TpuCluster(pulumi.ComponentResource):
     """VPC-native, Dataplane V2, Workload Identity, GCS FUSE; the default pool removed; a dedicated node SA.
 
@@ -124,7 +105,7 @@ class TpuCluster(pulumi.ComponentResource):
     """A kubeconfig without credentials (gke-gcloud-auth-plugin fetches short-lived tokens)."""
 
     def __init__(self, name: str, args: TpuClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        c = _cluster_config(args)  # every check before the component registers anything
+        c = cluster_config(args)  # every check before the component registers anything
         project, region = args["project"], args["region"]
         plan = plan_cluster(c, project=project, region=region, multi_networking=args.get("multi_networking", False))
         super().__init__("tpuplane:index:TpuCluster", name, {}, opts)

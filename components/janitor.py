@@ -10,9 +10,8 @@ import pulumi
 
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import caller_dependencies
-from tpuplane.infra.args import check_args, renamed
-from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways.proxy import JanitorSpec, janitor_problems, render_janitor
+from tpuplane.infra.pathways.args import janitor_spec
+from tpuplane.infra.pathways.proxy import render_janitor
 
 
 class ProxyJanitorArgs(TypedDict):
@@ -28,24 +27,6 @@ class ProxyJanitorArgs(TypedDict):
     """A proxy silent for longer than this is deleted (at least 60; default 600)."""
     object_name: NotRequired[str]
     """The name of its CronJob, ServiceAccount, Role and RoleBinding (default `pathways-proxy-janitor`)."""
-
-
-_ARGS = "ProxyJanitorArgs"
-_FIELDS = {"namespace": "namespace", "image": "image", "schedule": "schedule",
-           "stale_after_seconds": "stale_after_seconds", "object_name": "name"}
-
-
-def janitor_spec(args: ProxyJanitorArgs) -> JanitorSpec:
-    """The Args as the janitor's spec, checked by the same rules as the stack's janitors."""
-    check_args(args, _ARGS)
-    unknown = sorted(set(args) - set(_FIELDS))
-    if unknown:
-        raise ConfigError.at(f"{_ARGS}.{unknown[0]}", args[unknown[0]], f"one of {sorted(_FIELDS)}")
-    spec = JanitorSpec(**{_FIELDS[key]: value for key, value in args.items()})
-    problems = janitor_problems(spec, path=_ARGS)
-    if problems:
-        raise ConfigError(renamed(problems, {f"{_ARGS}.name": f"{_ARGS}.object_name", _ARGS: _ARGS}))
-    return spec
 
 
 class ProxyJanitor(pulumi.ComponentResource):

@@ -1,6 +1,6 @@
 """`SharedPathwaysService`: one long-lived Pathways service (resource manager + TPU workers) that teams connect to.
 
-What it creates, all decided by `tpuplane.infra.pathways.config.plan_pathways` and the renderers of
+What it creates, all decided by `tpuplane.infra.pathways.args.service_plan` and the renderers of
 `tpuplane.infra.pathways.service`:
 - a namespace named after the service, and a NetworkPolicy that admits to the resource manager only the service's
   own pods and the namespaces where clients run their proxies (the Kueue teams' namespaces, else `default`);
@@ -21,12 +21,9 @@ import pulumi_gcp as gcp
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import caller_dependencies
-from tpuplane.infra.args import check_args, model_from_args, renamed
-from tpuplane.infra.config import TpuPoolConfig, tpu_type_problem
-from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
-from tpuplane.infra.pathways.config import PathwaysConfig, PathwaysPlan, cpu_pool_problems, plan_service, \
-    service_problems
+from tpuplane.infra.pathways.args import service_plan
+from tpuplane.infra.pathways.config import PathwaysPlan
 from tpuplane.infra.pathways.service import (
     render_pathways_namespace,
     render_pathways_network_policy,
@@ -71,36 +68,6 @@ class SharedPathwaysServiceArgs(TypedDict):
     """That pool's machine type, checked to hold the head and a client proxy (default n2-standard-16)."""
 
 
-_ARGS = "SharedPathwaysServiceArgs"
-_SERVICE_FIELDS = ("jax_version", "server_image", "slices", "gcs_bucket")
-_PATHS = {"tpuplane:pathways.name": f"{_ARGS}.service_name", "tpuplane:pathways.tpuPool": f"{_ARGS}.pool",
-          "tpuplane:cluster.cpuPool.machineType": f"{_ARGS}.cpu_machine_type", "tpuplane:pathways": _ARGS}
-
-
-def _service_plan(name: str, args: SharedPathwaysServiceArgs) -> PathwaysPlan:
-    """The Args checked by the stack config's own Pathways rules, and the service planned from them."""
-    check_args(args, _ARGS)
-    for field in ("project", "region", "cluster_name"):
-        if not isinstance(args.get(field), str):
-            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
-    check_args(args.get("pool"), f"{_ARGS}.pool")
-    pool_fields = {k: v for k, v in args["pool"].items() if k != "dedicated_slices"}
-    pool = model_from_args(TpuPoolConfig, pool_fields, f"{_ARGS}.pool")
-    bad_type = tpu_type_problem(f"{_ARGS}.pool.tpuType", pool.tpu_type, pool.machine_type)
-    if bad_type:
-        raise ConfigError(renamed([bad_type], {_ARGS: _ARGS}))
-    service = {"name": args.get("service_name") or name, "tpu_pool": pool.name,
-               **{field: args[field] for field in _SERVICE_FIELDS if field in args}}
-    pw = model_from_args(PathwaysConfig, service, _ARGS)
-    namespaces = list(args.get("client_namespaces") or [])
-    problems = service_problems(pw, pool, namespaces)
-    problems += cpu_pool_problems(args.get("cpu_machine_type", "n2-standard-16"))
-    if problems:
-        raise ConfigError(renamed(problems, _PATHS))
-    return plan_service(pw, pool, project=args["project"], cluster_name=args["cluster_name"],
-                        client_namespaces=namespaces)
-
-
 class SharedPathwaysService(pulumi.ComponentResource):
     """The Shared Pathways Service: resource manager + TPU workers as one JobSet, its namespace, a NetworkPolicy,
     a scratch bucket and its grants. Kubernetes objects use the provider passed in `opts`; pass the JobSet
@@ -121,7 +88,7 @@ class SharedPathwaysService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SharedPathwaysServiceArgs,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        plan = _service_plan(name, args)
+        plan = service_plan(name, args)
         super().__init__("tpuplane:index:SharedPathwaysService", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
 

@@ -5,9 +5,7 @@ from typing import NotRequired, Optional, TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
-from tpuplane.infra.args import check_args, model_from_args, renamed
-from tpuplane.infra.config import ReservationConfig, reservation_problems
-from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.fleet.args import reservation_config
 from tpuplane.infra.fleet.cluster import reservation_deletion_policy
 
 
@@ -33,24 +31,6 @@ class TpuReservationArgs(TypedDict):
     given again). Default false."""
 
 
-_ARGS = "TpuReservationArgs"
-_OWN_FIELDS = ("project", "keep_on_delete")
-
-
-def _reservation_config(name: str, args: TpuReservationArgs) -> ReservationConfig:
-    check_args(args, _ARGS)
-    name = args.get("name") or name
-    for field in ("project", "zone"):
-        if not isinstance(args.get(field), str):
-            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
-    res = model_from_args(ReservationConfig, {"name": name, **{k: v for k, v in args.items()
-                                                               if k not in _OWN_FIELDS}}, _ARGS)
-    problems = reservation_problems(res, _ARGS)
-    if problems:
-        raise ConfigError(renamed(problems, {_ARGS: _ARGS}))
-    return res
-
-
 class TpuReservation(pulumi.ComponentResource):
     """A specific reservation only pools that name it consume. Child: `reservation` (gcp.compute.Reservation);
     pass it in a `TpuSlicePool`'s `opts.depends_on` so the pools wait for it."""
@@ -61,7 +41,7 @@ class TpuReservation(pulumi.ComponentResource):
     """The VMs it holds: whole slices of its TPU type."""
 
     def __init__(self, name: str, args: TpuReservationArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        res = _reservation_config(name, args)
+        res = reservation_config(name, args)
         super().__init__("tpuplane:index:TpuReservation", name, {}, opts)
         self.reservation = gcp.compute.Reservation(
             res.name,

@@ -12,25 +12,15 @@ needs Artifact Registry Writer; the TPU node service account needs Artifact Regi
 """
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, Optional, TypedDict
+from typing import NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
 
-from tpuplane.infra.args import check_args
-from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways.sidecar_check import check_sidecar
-from tpuplane.infra.pathways.sidecar_image import (
-    DEFAULT_JAX_VERSION,
-    DEFAULT_REQUIREMENTS_FILE,
-    DOCKERFILE,
-    base_image_for,
-    context_problems,
-    image_tag,
-)
+from tpuplane.infra.pathways.args import SidecarBuild, sidecar_build
+from tpuplane.infra.pathways.sidecar_image import DOCKERFILE, image_tag
 
 
 class SidecarImageArgs(TypedDict):
@@ -55,39 +45,6 @@ class SidecarImageArgs(TypedDict):
     """The image's name in the repository (default `sidecar`)."""
 
 
-@dataclass(frozen=True)
-class _Build:
-    """The Args with their defaults, paths as paths."""
-
-    project: str
-    region: str
-    context_dir: Path
-    constraints_file: Path
-    requirements_file: str
-    jax_version: str
-    repository_id: str
-    image_name: str
-
-
-_ARGS = "SidecarImageArgs"
-
-
-def _build(args: SidecarImageArgs) -> _Build:
-    check_args(args, _ARGS)
-    unknown = sorted(set(args) - set(_Build.__dataclass_fields__))
-    if unknown:
-        raise ConfigError.at(f"{_ARGS}.{unknown[0]}", args[unknown[0]], f"one of the fields of {_ARGS}")
-    for field in ("project", "region", "context_dir", "constraints_file"):
-        if not isinstance(args.get(field), (str, os.PathLike)):
-            raise ConfigError.at(f"{_ARGS}.{field}", args.get(field), "text", "this field is required")
-    return _Build(project=str(args["project"]), region=str(args["region"]), context_dir=Path(args["context_dir"]),
-                  constraints_file=Path(args["constraints_file"]),
-                  requirements_file=str(args.get("requirements_file", DEFAULT_REQUIREMENTS_FILE)),
-                  jax_version=str(args.get("jax_version", DEFAULT_JAX_VERSION)),
-                  repository_id=str(args.get("repository_id", "tpuplane-sidecar")),
-                  image_name=str(args.get("image_name", "sidecar")))
-
-
 class SidecarImage(pulumi.ComponentResource):
     """A docker-format Artifact Registry repository and the sidecar image (linux/amd64) pushed into it."""
 
@@ -97,32 +54,14 @@ class SidecarImage(pulumi.ComponentResource):
     """`<region>-docker.pkg.dev/<project>/<repository>`."""
 
     @staticmethod
-    def check(args: SidecarImageArgs) -> Any:
-        """Everything that would stop the build, before any resource: the base image for the JAX version, the
-        build context, requirement conflicts with the base image's pins, and files the build would not receive.
-        A stack program calls it before its first resource; the constructor calls it again for library users.
-        Returns the base image."""
-        build = _build(args)
-        base = base_image_for(build.jax_version, path=f"{_ARGS}.jax_version")
-        if not (build.context_dir / DOCKERFILE).is_file():
-            raise ConfigError.at(f"{_ARGS}.context_dir", str(build.context_dir), f"a folder holding a {DOCKERFILE}",
-                                 "the build context is the sidecar folder (sidecar/ in this repository)")
-        result = check_sidecar(
-            build.context_dir / build.requirements_file,
-            build.constraints_file,
-            python_version=base.python_version,
-            jax_version=build.jax_version,
-            jax_source=f"{_ARGS}.jax_version",
-        )
-        result.raise_for_conflicts()
-        missing = context_problems(build.context_dir, list(result.files), path=f"{_ARGS}.requirements_file")
-        if missing:
-            raise ConfigError(missing)
-        return base
+    def check(args: SidecarImageArgs) -> SidecarBuild:
+        """Everything that would stop the build, before any resource (see `sidecar_build`). A stack program calls
+        it before its first resource; the constructor calls it again for library users."""
+        return sidecar_build(args)
 
     def __init__(self, name: str, args: SidecarImageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        base = self.check(args)
-        build = _build(args)
+        build = self.check(args)
+        base = build.base
         dockerfile = build.context_dir / DOCKERFILE
 
         super().__init__("tpuplane:index:SidecarImage", name, {}, opts)

@@ -4,12 +4,10 @@ from typing import NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
-from tpuplane.infra.config import TpuPoolConfig, pool_problems
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.options import caller_dependencies
-from tpuplane.infra.args import check_args, model_from_args, renamed
 from tpuplane.infra.batch.platform import kueue_pool_of
-from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.fleet.args import slice_pool_cluster_name, slice_pool_config
 from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
 from tpuplane.infra.fleet.nodepools import PoolGroupPlan, SlicePoolPlan, plan_slice_group
 
@@ -117,41 +115,6 @@ class TpuSlicePoolArgs(TypedDict):
     """The service that holds `dedicated_slices`: its name labels and taints those pools."""
 
 
-_ARGS = "TpuSlicePoolArgs"
-_POOL_FIELDS = ("tpu_type", "slices", "capacity", "reservation", "machine_type", "max_run_duration",
-                "maintenance_interval", "disk_size_gb", "disk_type", "accelerator_network")
-_OTHER_FIELDS = ("project", "location", "zone", "cluster", "cluster_name", "service_account", "group",
-                 "dedicated_slices", "dedicated_owner")
-
-
-def _pool_config(name: str, args: TpuSlicePoolArgs) -> TpuPoolConfig:
-    """The Args as the group's config, checked with the stack config's own rules; errors name Args fields."""
-    check_args(args, _ARGS)
-    group = args.get("group") or name
-    unknown = sorted(set(args) - {*_POOL_FIELDS, *_OTHER_FIELDS})
-    if unknown:
-        raise ConfigError.at(f"{_ARGS}.{unknown[0]}", args[unknown[0]], f"one of the fields of {_ARGS}")
-    missing = [f for f in ("project", "location", "zone", "cluster", "tpu_type") if args.get(f) is None]
-    if missing:
-        raise ConfigError([Problem(f"{_ARGS}.{f}", None, "a value", "this field is required") for f in missing])
-    pool = model_from_args(TpuPoolConfig, {"name": group, **{f: args[f] for f in _POOL_FIELDS if f in args}}, _ARGS)
-    cluster_name = _cluster_name(args)
-    problems = pool_problems(pool, _ARGS, cluster_name=cluster_name or "", project=args["project"])
-    if not problems and pool.spec.needs_workload_policy and not cluster_name:
-        problems.append(Problem(f"{_ARGS}.cluster_name", None, "the cluster's name as plain text",
-                                f"{pool.tpu_type} slices need a workload policy named after the cluster"))
-    if problems:
-        raise ConfigError(renamed(problems, {_ARGS: _ARGS}))
-    dedicated = args.get("dedicated_slices", 0)
-    if isinstance(dedicated, bool) or not isinstance(dedicated, int) or not 0 <= dedicated <= pool.slices:
-        raise ConfigError.at(f"{_ARGS}.dedicated_slices", dedicated, f"0 to slices ({pool.slices})")
-    return pool
-
-
-def _cluster_name(args: TpuSlicePoolArgs) -> str | None:
-    return args.get("cluster_name") or (args["cluster"] if isinstance(args["cluster"], str) else None)
-
-
 class TpuSlicePool(pulumi.ComponentResource):
     """All slices of one group; multi-slice = N node pools, named by slice index. Works on any cluster.
 
@@ -163,8 +126,8 @@ class TpuSlicePool(pulumi.ComponentResource):
     """tpu7/tpu7x multi-host groups: the HIGH_THROUGHPUT workload policy their pools use (else unset)."""
 
     def __init__(self, name: str, args: TpuSlicePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        pool = _pool_config(name, args)
-        plan = plan_slice_group(pool, cluster_name=_cluster_name(args) or "",
+        pool = slice_pool_config(name, args)
+        plan = plan_slice_group(pool, cluster_name=slice_pool_cluster_name(args) or "",
                                 dedicated_slices=args.get("dedicated_slices", 0),
                                 dedicated_owner=args.get("dedicated_owner"))
         super().__init__("tpuplane:index:TpuSlicePool", name, {}, opts)

@@ -22,7 +22,7 @@ from tpuplane.infra.args import check_args, model_from_args, renamed
 from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
 from tpuplane.infra.batch.image_cache import DEFAULT_CACHE_NAME, render_image_cache
 from tpuplane.infra.batch.platform import BatchPlatform
-from tpuplane.infra.batch.platform_args import platform_from_args
+from tpuplane.infra.batch.args import platform_from_args
 from tpuplane.infra.batch.workload import TpuWorkloadSpec, render_tpu_jobset
 from tpuplane.infra.errors import ConfigError, Problem
 

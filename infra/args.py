@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Mapping, TypeVar
+from typing import Any, Iterable, Mapping, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -52,3 +52,25 @@ def check_args(args: object, path: str) -> Mapping[str, Any]:
         raise ConfigError.at(path, type(args).__name__, f"a {path} mapping",
                              f"build it as {path}(field=value, ...)")
     return args
+
+
+def reject_unknown(args: Mapping[str, Any], path: str, fields: Iterable[str]) -> None:
+    """A misspelt field must fail, not be ignored (the stack config's `extra="forbid"`)."""
+    unknown = sorted(set(args) - set(fields))
+    if unknown:
+        raise ConfigError.at(f"{path}.{unknown[0]}", args[unknown[0]], f"one of {', '.join(sorted(fields))}",
+                             "check the spelling of the field")
+
+
+def require_text(args: Mapping[str, Any], path: str, fields: Iterable[str]) -> None:
+    """Fields without a default that the models below do not read (project, region, ...) must be given."""
+    missing = [Problem(f"{path}.{field}", args.get(field), "text", "this field is required")
+               for field in fields if not isinstance(args.get(field), str)]
+    if missing:
+        raise ConfigError(missing)
+
+
+def require_flag(args: Mapping[str, Any], path: str, field: str) -> None:
+    """An optional true/false field is a boolean when given (`"false"` is not false)."""
+    if not isinstance(args.get(field, False), bool):
+        raise ConfigError.at(f"{path}.{field}", args[field], "true or false")

@@ -1,7 +1,7 @@
 """What Kueue, its queues and the workloads see of a cluster: `BatchPlatform`.
 
 One description, whoever made the cluster: a tpuplane stack (`StackConfig.batch_platform`) or a team's own
-program that hands the `BatchStack` component a plain list of its pools (`tpuplane.infra.batch.platform_args`).
+program that hands the `BatchStack` component a plain list of its pools (`tpuplane.infra.batch.args`).
 Every Kueue renderer and every workload rule reads this, never the whole stack config.
 """
 

@@ -1,4 +1,5 @@
-"""`BatchStackArgs` (a plain mapping) -> `BatchPlatform`, checked by the stack config's own models and rules.
+"""The Args of `BatchStack` (a plain mapping) -> `BatchPlatform`, checked by the stack config's own models and
+rules before the component registers anything.
 
 Errors name the Args field (`BatchStackArgs.teams[1].share`), never a stack config path.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tpuplane.infra.args import check_args, model_from_args, renamed
+from tpuplane.infra.args import check_args, model_from_args, reject_unknown, renamed
 from tpuplane.infra.batch.kueue import kueue_problems
 from tpuplane.infra.batch.kueue_config import KueueConfig
 from tpuplane.infra.batch.platform import BatchPlatform
@@ -29,10 +30,8 @@ _PATHS = {"tpuplane:kueue.version": f"{ARGS}.kueue_version", "tpuplane:kueue": A
 
 def _pool(raw: Any, path: str) -> tuple[TpuPoolConfig, int]:
     check_args(raw, "KueuePoolArgs")
+    reject_unknown(raw, path, {*_POOL_FIELDS, "dedicated_slices"})
     pool = model_from_args(TpuPoolConfig, {k: v for k, v in raw.items() if k != "dedicated_slices"}, path)
-    unknown = sorted(set(raw) - _POOL_FIELDS - {"dedicated_slices"})
-    if unknown:
-        raise ConfigError.at(f"{path}.{unknown[0]}", raw[unknown[0]], f"one of {sorted(_POOL_FIELDS)}")
     bad_type = tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
     if bad_type:
         raise ConfigError(renamed([bad_type], {path: path}))
@@ -45,9 +44,7 @@ def _pool(raw: Any, path: str) -> tuple[TpuPoolConfig, int]:
 def platform_from_args(args: Mapping[str, Any]) -> BatchPlatform:
     """The Kueue view of a cluster from `BatchStackArgs`; one ConfigError lists every problem."""
     check_args(args, ARGS)
-    unknown = sorted(set(args) - _OTHER_FIELDS - set(_KUEUE_FIELDS) - set(_CPU_FIELDS))
-    if unknown:
-        raise ConfigError.at(f"{ARGS}.{unknown[0]}", args[unknown[0]], f"one of the fields of {ARGS}")
+    reject_unknown(args, ARGS, {*_OTHER_FIELDS, *_KUEUE_FIELDS, *_CPU_FIELDS})
     pools = args.get("pools")
     if not isinstance(pools, list):
         raise ConfigError.at(f"{ARGS}.pools", pools, "a list of KueuePoolArgs", "TpuSlicePool(...).kueue_pool")

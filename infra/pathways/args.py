@@ -1,0 +1,127 @@
+"""The Args of `SharedPathwaysService`, `ProxyJanitor` and `SidecarImage`, checked by the stack config's own Pathways rules before
+the component registers anything; errors name the Args field."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from tpuplane.infra.args import check_args, model_from_args, reject_unknown, renamed, require_text
+from tpuplane.infra.config import TpuPoolConfig, tpu_type_problem
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.pathways.config import PathwaysConfig, PathwaysPlan, cpu_pool_problems, plan_service, \
+    service_problems
+from tpuplane.infra.pathways.proxy import JanitorSpec, janitor_problems
+from tpuplane.infra.pathways.sidecar_check import check_sidecar
+from tpuplane.infra.pathways.sidecar_image import (
+    DEFAULT_JAX_VERSION,
+    DEFAULT_REQUIREMENTS_FILE,
+    DOCKERFILE,
+    BaseImage,
+    base_image_for,
+    context_problems,
+)
+
+SERVICE_ARGS, JANITOR_ARGS = "SharedPathwaysServiceArgs", "ProxyJanitorArgs"
+_SERVICE_FIELDS = ("jax_version", "server_image", "slices", "gcs_bucket")
+_SERVICE_ARGS_FIELDS = (*_SERVICE_FIELDS, "project", "region", "cluster_name", "pool", "node_service_account",
+                        "service_name", "client_namespaces", "sidecar_image", "cpu_pool_name", "cpu_machine_type")
+_SERVICE_PATHS = {"tpuplane:pathways.name": f"{SERVICE_ARGS}.service_name",
+                  "tpuplane:pathways.tpuPool": f"{SERVICE_ARGS}.pool",
+                  "tpuplane:cluster.cpuPool.machineType": f"{SERVICE_ARGS}.cpu_machine_type",
+                  "tpuplane:pathways": SERVICE_ARGS}
+_JANITOR_FIELDS = {"namespace": "namespace", "image": "image", "schedule": "schedule",
+                   "stale_after_seconds": "stale_after_seconds", "object_name": "name"}
+DEFAULT_CPU_MACHINE_TYPE = "n2-standard-16"
+
+
+def service_plan(name: str, args: Mapping[str, Any]) -> PathwaysPlan:
+    """`SharedPathwaysServiceArgs` checked by the stack config's Pathways rules, and the service planned from them
+    (named `service_name`, default `name`)."""
+    check_args(args, SERVICE_ARGS)
+    reject_unknown(args, SERVICE_ARGS, _SERVICE_ARGS_FIELDS)
+    require_text(args, SERVICE_ARGS, ("project", "region", "cluster_name"))
+    check_args(args.get("pool"), f"{SERVICE_ARGS}.pool")
+    pool_path = f"{SERVICE_ARGS}.pool"
+    pool = model_from_args(TpuPoolConfig, {k: v for k, v in args["pool"].items() if k != "dedicated_slices"},
+                           pool_path)
+    bad_type = tpu_type_problem(f"{pool_path}.tpuType", pool.tpu_type, pool.machine_type)
+    if bad_type:
+        raise ConfigError(renamed([bad_type], {pool_path: pool_path}))
+    namespaces = args.get("client_namespaces") or []
+    if not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces):
+        raise ConfigError.at(f"{SERVICE_ARGS}.client_namespaces", namespaces, "a list of namespace names")
+    service = {"name": args.get("service_name") or name, "tpu_pool": pool.name,
+               **{field: args[field] for field in _SERVICE_FIELDS if field in args}}
+    pw = model_from_args(PathwaysConfig, service, SERVICE_ARGS)
+    problems = service_problems(pw, pool, namespaces)
+    problems += cpu_pool_problems(str(args.get("cpu_machine_type", DEFAULT_CPU_MACHINE_TYPE)))
+    if problems:
+        raise ConfigError(renamed(problems, _SERVICE_PATHS))
+    return plan_service(pw, pool, project=args["project"], cluster_name=args["cluster_name"],
+                        client_namespaces=namespaces)
+
+
+def janitor_spec(args: Mapping[str, Any]) -> JanitorSpec:
+    """`ProxyJanitorArgs` as the janitor's spec, checked by the same rules as the stack's janitors."""
+    check_args(args, JANITOR_ARGS)
+    reject_unknown(args, JANITOR_ARGS, _JANITOR_FIELDS)
+    require_text(args, JANITOR_ARGS, [f for f in ("namespace", "image", "schedule", "object_name")
+                                      if f in args or f in ("namespace", "image")])
+    spec = JanitorSpec(**{_JANITOR_FIELDS[key]: value for key, value in args.items()})
+    problems = janitor_problems(spec, path=JANITOR_ARGS)
+    if problems:
+        raise ConfigError(renamed(problems, {f"{JANITOR_ARGS}.name": f"{JANITOR_ARGS}.object_name",
+                                             JANITOR_ARGS: JANITOR_ARGS}))
+    return spec
+
+
+SIDECAR_ARGS = "SidecarImageArgs"
+
+
+@dataclass(frozen=True)
+class SidecarBuild:
+    """`SidecarImageArgs` with their defaults, paths as paths, and the base image the build starts from."""
+
+    project: str
+    region: str
+    context_dir: Path
+    constraints_file: Path
+    requirements_file: str
+    jax_version: str
+    repository_id: str
+    image_name: str
+    base: BaseImage
+
+
+def sidecar_build(args: Mapping[str, Any]) -> SidecarBuild:
+    """Everything that would stop the sidecar build, before any resource: the base image for the JAX version, the
+    build context, requirement conflicts with the base image's pins, and files the build would not receive."""
+    check_args(args, SIDECAR_ARGS)
+    reject_unknown(args, SIDECAR_ARGS, [f for f in SidecarBuild.__dataclass_fields__ if f != "base"])
+    require_text(args, SIDECAR_ARGS, [f for f in ("project", "region", "requirements_file", "jax_version",
+                                                  "repository_id", "image_name") if f in args or f in ("project",
+                                                                                                       "region")])
+    for field in ("context_dir", "constraints_file"):
+        if not isinstance(args.get(field), (str, os.PathLike)):
+            raise ConfigError.at(f"{SIDECAR_ARGS}.{field}", args.get(field), "a path", "this field is required")
+    jax_version = args.get("jax_version", DEFAULT_JAX_VERSION)
+    build = SidecarBuild(
+        project=args["project"], region=args["region"], context_dir=Path(args["context_dir"]),
+        constraints_file=Path(args["constraints_file"]),
+        requirements_file=args.get("requirements_file", DEFAULT_REQUIREMENTS_FILE), jax_version=jax_version,
+        repository_id=args.get("repository_id", "tpuplane-sidecar"), image_name=args.get("image_name", "sidecar"),
+        base=base_image_for(jax_version, path=f"{SIDECAR_ARGS}.jax_version"))
+    if not (build.context_dir / DOCKERFILE).is_file():
+        raise ConfigError.at(f"{SIDECAR_ARGS}.context_dir", str(build.context_dir), f"a folder holding a {DOCKERFILE}",
+                             "the build context is the sidecar folder (sidecar/ in this repository)")
+    result = check_sidecar(build.context_dir / build.requirements_file, build.constraints_file,
+                           python_version=build.base.python_version, jax_version=jax_version,
+                           jax_source=f"{SIDECAR_ARGS}.jax_version")
+    result.raise_for_conflicts()
+    missing = context_problems(build.context_dir, list(result.files), path=f"{SIDECAR_ARGS}.requirements_file")
+    if missing:
+        raise ConfigError(missing)
+    return build
