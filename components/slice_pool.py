@@ -7,14 +7,14 @@ import pulumi_gcp as gcp
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.options import caller_dependencies
 from tpuplane.infra.batch.platform import kueue_pool_of
-from tpuplane.infra.fleet.args import slice_pool_cluster_name, slice_pool_config
+from tpuplane.infra.fleet.args import PENDING_RESERVATION, slice_pool_cluster_name, slice_pool_config
 from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
 from tpuplane.infra.fleet.nodepools import PoolGroupPlan, SlicePoolPlan, plan_slice_group
 
 
 def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: str,
                     cluster: pulumi.Input[str], service_account: pulumi.Input[str],
-                    policy_name: pulumi.Input[str] | None) -> dict:
+                    policy_name: pulumi.Input[str] | None, reservation: pulumi.Output[str] | None) -> dict:
     """SlicePoolPlan -> NodePool keyword arguments, field for field; every decision was made in the plan."""
     affinity = plan.reservation_affinity
     placement = None
@@ -54,7 +54,8 @@ def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: s
             max_run_duration=plan.max_run_duration,
             reservation_affinity=gcp.container.NodePoolNodeConfigReservationAffinityArgs(
                 consume_reservation_type=affinity.consume_reservation_type, key=affinity.key,
-                values=list(affinity.values) or None) if affinity else None,
+                values=[reservation] if reservation is not None else list(affinity.values) or None)
+            if affinity else None,
             labels=plan.labels or None,
             taints=[gcp.container.NodePoolNodeConfigTaintArgs(**t) for t in plan.taints],
             host_maintenance_policy=gcp.container.NodePoolNodeConfigHostMaintenancePolicyArgs(
@@ -90,8 +91,9 @@ class TpuSlicePoolArgs(TypedDict):
     """How many slices, each its own node pool (default 1)."""
     capacity: NotRequired[str]
     """on-demand (default), reservation, spot, flex-start or queued."""
-    reservation: NotRequired[str]
-    """With capacity reservation: the reservation's name or `projects/P/reservations/R[/reservationBlocks/B]`."""
+    reservation: NotRequired[pulumi.Input[str]]
+    """With capacity reservation: the reservation's name or `projects/P/reservations/R[/reservationBlocks/B]`;
+    `TpuReservation(...).reservation_name` makes the pools wait for that reservation."""
     machine_type: NotRequired[str]
     """Only to pick the single-host 8-chip machine for 2x4 shapes (`ct6e-standard-8t`, `ct5lp-hightpu-8t`)."""
     max_run_duration: NotRequired[str]
@@ -118,7 +120,8 @@ class TpuSlicePoolArgs(TypedDict):
 class TpuSlicePool(pulumi.ComponentResource):
     """All slices of one group; multi-slice = N node pools, named by slice index. Works on any cluster.
 
-    To make the pools wait for a reservation created in the same program, pass it in `opts.depends_on`."""
+    Pools wait for a reservation given as `TpuReservation(...).reservation_name`, or for anything in
+    `opts.depends_on`."""
 
     node_pool_names: pulumi.Output[list[str]]
     """The GKE node pools' names, one per slice (`<group>-<i>`)."""
@@ -126,7 +129,9 @@ class TpuSlicePool(pulumi.ComponentResource):
     """tpu7/tpu7x multi-host groups: the HIGH_THROUGHPUT workload policy their pools use (else unset)."""
 
     def __init__(self, name: str, args: TpuSlicePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        pool = slice_pool_config(name, args)
+        reservation = args.get("reservation") if isinstance(args, dict) else None
+        pending = isinstance(reservation, pulumi.Output)  # another resource's name, known once it exists
+        pool = slice_pool_config(name, {**args, "reservation": PENDING_RESERVATION} if pending else args)
         plan = plan_slice_group(pool, cluster_name=slice_pool_cluster_name(args) or "",
                                 dedicated_slices=args.get("dedicated_slices", 0),
                                 dedicated_owner=args.get("dedicated_owner"))
@@ -150,7 +155,7 @@ class TpuSlicePool(pulumi.ComponentResource):
                 slice_pool.name,
                 **_node_pool_args(slice_pool, project=project, location=args["location"], zone=zone,
                                   cluster=args["cluster"], service_account=args.get("service_account"),
-                                  policy_name=policy_name),
+                                  policy_name=policy_name, reservation=reservation if pending else None),
                 # Pools that scale from zero are sized by the autoscaler; only their first size is ours.
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     depends_on=[self._workload_policy] if self._workload_policy else None,

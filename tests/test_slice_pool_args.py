@@ -7,7 +7,7 @@ import pulumi
 import pytest
 
 from tpuplane.components import offline
-from tpuplane.components.slice_pool import TpuSlicePool, TpuSlicePoolArgs
+from tpuplane.components import TpuReservation, TpuReservationArgs, TpuSlicePool, TpuSlicePoolArgs
 from tpuplane.infra.errors import ConfigError
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -53,3 +53,17 @@ def test_tpu_slice_pool_workload_policy_needs_the_clusters_name_as_text():
         plan(lambda: TpuSlicePool("big", existing_cluster_args(
             tpu_type="tpu7x-128", capacity="on-demand", cluster=pulumi.Output.from_input("their-cluster"))))
     assert [p.path for p in raised.value.problems] == ["TpuSlicePoolArgs.cluster_name"]
+
+
+def test_tpu_slice_pool_waits_for_a_reservation_given_by_its_name_output():
+    def program():
+        reservation = TpuReservation("v5p-res", TpuReservationArgs(project="acme-ml", zone="us-east5-b",
+                                                                   tpu_type="v5p-128"))
+        TpuSlicePool("train", existing_cluster_args(tpu_type="v5p-128", capacity="reservation",
+                                                    reservation=reservation.reservation_name))
+
+    result = plan(program)
+    [reservation] = result.of_type("gcp:compute/reservation:Reservation")
+    for pool in result.of_type(NODE_POOL):
+        assert reservation.urn in pool.depends_on
+        assert pool.inputs["nodeConfig"]["reservationAffinity"]["values"] == ["v5p-res"]

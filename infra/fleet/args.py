@@ -17,6 +17,9 @@ from tpuplane.infra.config import (
 from tpuplane.infra.errors import ConfigError, Problem
 
 CLUSTER_ARGS, POOL_ARGS, RESERVATION_ARGS = "TpuClusterArgs", "TpuSlicePoolArgs", "TpuReservationArgs"
+# Stands in, while the Args are checked, for a reservation name that is another resource's output (a
+# `TpuReservation` of the same program): a valid name, so only the rules that do not depend on it judge.
+PENDING_RESERVATION = "pending-reservation"
 _POOL_FIELDS = ("tpu_type", "slices", "capacity", "reservation", "machine_type", "max_run_duration",
                 "maintenance_interval", "disk_size_gb", "disk_type", "accelerator_network")
 _SLICE_POOL_FIELDS = (*_POOL_FIELDS, "project", "location", "zone", "cluster", "cluster_name", "service_account",
