@@ -7,10 +7,13 @@ that cannot travel back, a version skew. `LocalSidecar` reproduces that boundary
 
 Design: the client listens and the worker dials back. The port is then known before the worker starts (no
 port-report channel through the worker's stdout, which imports and user code may write to), and the client can
-wait on one selector for "the worker connected" or "the worker exited" (a pidfd), so a worker that dies during
+wait in one poll for "the worker connected" or "the worker exited" (a pidfd), so a worker that dies during
 start-up is reported at once with its exit status instead of after a timeout. The connection is non-blocking and
-every later wait (for a reply, for room to send) goes through the same selector, so a death mid-call is seen at
-once too, even while a child the worker forked still holds the connection open.
+every later wait (for a reply, for room to send) is the same poll, so a death mid-call is seen at once too, even
+while a child the worker forked still holds the connection open.
+
+Messages use the binary format of `sidecar_wire`: a call or a result is one fixed header plus its pickled frames,
+sent in one system call and received in one when small, large arrays straight into their new memory.
 
 cloudpickle is imported only when something is pickled, so importing this module (the pytest plugin does) works
 without the `runtime` extra; `LocalSidecar()` then raises an ImportError that says what to install.
@@ -28,7 +31,6 @@ import math
 import os
 import secrets
 import select
-import selectors
 import shutil
 import signal
 import socket
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import time
 import types
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime import sidecar_wire as wire
 from tpuplane.runtime.sidecar_protocol import ProtocolError, SidecarError
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
 
 WORKER_MODULE = "tpuplane.runtime.sidecar_worker"
 SESSION_ENV = "TPUPLANE_SIDECAR_SESSION"
+_BROKEN = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
 class SidecarStartError(SidecarError):
@@ -174,12 +179,14 @@ class LocalSidecar:
         self._extra_env = dict(env or {})
         self._process: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
+        self._reader: wire.Reader | None = None
         self._pidfd: int | None = None
-        # One selector for the whole life of the worker (its pidfd, then the listener, then the connection):
-        # building one per wait would cost five system calls per request.
-        self._selector = selectors.DefaultSelector()
+        # One poll set for the whole life of the worker (its pidfd, then the listener, then the connection); a poll
+        # object, not a `selectors` selector, whose Python layer costs more than the wait on a small call.
+        self._poll = select.poll()
         self._next_id = 1
         self._pending: set[int] = set()  # ids of requests sent whose reply has not been read yet
+        self._pickled_functions: weakref.WeakKeyDictionary[types.FunctionType, bytes] = weakref.WeakKeyDictionary()
         self._exit_deadline: float | None = None  # once the worker has exited: until when its connection is read
         self._closed = False
 
@@ -199,7 +206,7 @@ class LocalSidecar:
                                              start_new_session=True)
             self._pidfd = _open_pidfd(self._process.pid)
             if self._pidfd is not None:
-                self._selector.register(self._pidfd, selectors.EVENT_READ)
+                self._poll.register(self._pidfd, select.POLLIN)
             try:
                 self._sock = self._accept(listener)
                 self._handshake(token)
@@ -210,36 +217,36 @@ class LocalSidecar:
 
     def _accept(self, listener: socket.socket) -> socket.socket:
         deadline = time.monotonic() + self.connect_timeout
-        self._selector.register(listener, selectors.EVENT_READ)
+        self._poll.register(listener, select.POLLIN)
         try:
-            if not self._wait_for(listener, selectors.EVENT_READ, deadline):
+            if not self._wait_for(listener, select.POLLIN, deadline):
                 raise SidecarStartError(
                     f"sidecar worker (pid {self.pid}) did not connect within {self.connect_timeout:g} s; killed it "
                     f"(command: {' '.join(self._command)})"
                 )
         finally:
-            self._selector.unregister(listener)
+            self._poll.unregister(listener)
         sock, _ = listener.accept()
         protocol.configure_socket(sock)
-        # Never block in a send or a receive: every wait goes through the selector, which also watches the worker.
+        # Never block in a send or a receive: every wait goes through the poll, which also watches the worker.
         sock.setblocking(False)
-        self._selector.register(sock, selectors.EVENT_READ)
+        self._reader = wire.Reader(sock, wait=lambda: self._wait_for(sock, select.POLLIN, None))
         return sock
 
     def _handshake(self, token: str) -> None:
         deadline = time.monotonic() + self.connect_timeout
-        if not self._wait_for(self._connection(), selectors.EVENT_READ, deadline):
+        if not self._wait_for(self._connection(), select.POLLIN, deadline):
             raise SidecarStartError(f"sidecar worker (pid {self.pid}) connected but sent no hello within "
                                     f"{self.connect_timeout:g} s")
         hello = self._receive("the handshake")
         if hello.type != protocol.HELLO:
             raise ProtocolError(f"expected hello from the sidecar worker, got {hello.type!r}")
-        if not secrets.compare_digest(str(hello.header.get("token", "")), token):
+        if not secrets.compare_digest(str(hello.meta.get("token", "")), token):
             raise ProtocolError("the process that connected did not present this sidecar's token")
-        versions = protocol.RuntimeVersions.from_json(hello.header.get("versions"))
+        versions = protocol.RuntimeVersions.from_json(hello.meta.get("versions"))
         mismatches = protocol.lockstep_mismatches(protocol.local_versions(), versions)
-        if hello.header.get("protocol") != protocol.PROTOCOL_VERSION:
-            mismatches.insert(0, f"protocol: client {protocol.PROTOCOL_VERSION}, worker {hello.header.get('protocol')}")
+        if hello.meta.get("protocol") != protocol.PROTOCOL_VERSION:
+            mismatches.insert(0, f"protocol: client {protocol.PROTOCOL_VERSION}, worker {hello.meta.get('protocol')}")
         if mismatches:
             raise SidecarVersionMismatch(mismatches)
         self.versions = versions
@@ -255,7 +262,7 @@ class LocalSidecar:
         try:
             if self._sock is not None and self._process is not None and self._exit_status() is None:
                 try:
-                    self._request({"type": protocol.SHUTDOWN}, expect=protocol.BYE,
+                    self._request(protocol.SHUTDOWN, expect=protocol.BYE,
                                   deadline=time.monotonic() + self.shutdown_timeout)
                 except (SidecarError, OSError):
                     pass  # no bye (busy past the deadline, or gone): nothing to wait for, the kill below ends it
@@ -273,7 +280,6 @@ class LocalSidecar:
             _kill_marked(self._session)
         if self._sock is not None:
             self._sock.close()
-        self._selector.close()
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -340,25 +346,26 @@ class LocalSidecar:
         return SidecarDied(f"sidecar worker (pid {self.pid}) died {when}: {status}", returncode)
 
     def _wait_for(self, sock: socket.socket, events: int, deadline: float | None) -> int:
-        """Wait until `sock` is ready for some of `events` (return those) or `deadline` passes (return 0).
+        """Wait until `sock` is ready for some of `events` (POLLIN, POLLOUT; return those) or `deadline` passes
+        (return 0). A broken connection counts as ready for all of them: the receive or send then says how.
 
-        The worker's pidfd is in the same selector, so its exit is seen at once. Then its process group is killed,
+        The worker's pidfd is in the same poll, so its exit is seen at once. Then its process group is killed,
         which closes the copies of the connection its children inherited, and the connection is read only until
         `shutdown_timeout` more has passed: a reply the worker wrote before exiting is still read, and a child
         that left the group cannot keep the client waiting. Past that, SidecarDied.
         """
         assert self._process is not None
-        if self._selector.get_key(sock).events != events:
-            self._selector.modify(sock, events)
+        fd = sock.fileno()
+        self._poll.register(fd, events)  # (re)sets what is watched on it: no system call
         while True:
             limit = deadline if self._exit_deadline is None else (
                 min(math.inf if deadline is None else deadline, self._exit_deadline))
             timeout = None if limit is None else max(0.0, limit - time.monotonic())
             if self._pidfd is None and self._exit_deadline is None:  # no pidfd: look at the process every 50 ms
                 timeout = 0.05 if timeout is None else min(timeout, 0.05)
-            for ready_key, ready in self._selector.select(timeout):
-                if ready_key.fileobj is sock and ready & events:
-                    return ready & events
+            for ready_fd, ready in self._poll.poll(None if timeout is None else timeout * 1000):
+                if ready_fd == fd and ready & (events | _BROKEN):
+                    return events if ready & _BROKEN else ready & events
             if self._exit_deadline is None and (returncode := self._exit_status()) is not None:
                 if self._sock is None:
                     raise SidecarStartError(
@@ -366,7 +373,7 @@ class LocalSidecar:
                         f"{_describe_status(returncode)} (command: {' '.join(self._command)})", returncode)
                 self._kill_group()
                 if self._pidfd is not None:
-                    self._selector.unregister(self._pidfd)  # readable for good now: stop selecting on it
+                    self._poll.unregister(self._pidfd)  # readable for good now: stop polling it
                 self._exit_deadline = time.monotonic() + self.shutdown_timeout
                 continue
             now = time.monotonic()
@@ -385,9 +392,8 @@ class LocalSidecar:
 
     def probe(self, *, jax: bool = False, timeout: float | None = None) -> Capabilities:
         """CPUs and memory of the worker; with `jax=True` also its jax devices (this imports jax in the worker)."""
-        reply = self._request({"type": protocol.CAPABILITY_PROBE, "jax": jax}, expect=protocol.CAPABILITIES,
-                              timeout=timeout)
-        fields = {name: reply.header.get(name) for name in Capabilities.__dataclass_fields__}
+        reply = self._request(protocol.CAPABILITY_PROBE, {"jax": jax}, expect=protocol.CAPABILITIES, timeout=timeout)
+        fields = {name: reply.meta.get(name) for name in Capabilities.__dataclass_fields__}
         if fields["jax_devices"] is not None:
             fields["jax_devices"] = tuple(fields["jax_devices"])
         return Capabilities(**fields)
@@ -398,35 +404,51 @@ class LocalSidecar:
         `timeout` (seconds; None waits for ever) bounds the wait for the reply to start: past it, SidecarTimeout,
         and the call goes on in the worker with its reply dropped when it comes. `timeout` is not passed to `fn`:
         to give `fn` an argument of that name, call `functools.partial(fn, timeout=...)`.
+
+        A function (a `def` or a lambda) is pickled once per sidecar, as `jax.experimental.colocated_python`
+        pickles it once per specialization, and the worker unpickles it once: the globals and closure values it
+        carries by value are those of its first call, and its state in the worker lasts from call to call.
         """
         try:
-            frames = protocol.dump_payload((fn, args, kwargs))
+            frames = [self._pickled_function(fn), *wire.dump_payload((args, kwargs))]
         except Exception as exc:
             raise SidecarPicklingError(_describe_unpicklable(fn, args, kwargs, exc)) from exc
-        reply = self._request({"type": protocol.CALL, "function": _name_of(fn)}, frames, expect=protocol.RESULT,
+        reply = self._request(protocol.CALL, frames=frames, expect=protocol.RESULT, what=_name_of(fn),
                               timeout=timeout)
-        return protocol.load_payload(reply.frames)
+        return wire.load_payload(reply.frames)
 
-    def _request(self, header: dict[str, Any], frames: Sequence[Any] = (), *, expect: str,
-                 timeout: float | None = None, deadline: float | None = None) -> protocol.Message:
+    def _pickled_function(self, fn: Callable[..., Any]) -> bytes:
+        """cloudpickle `fn`, a function only the first time: pickling one by value costs more than the whole round
+        trip of a small call. Other callables (partials, objects with __call__) may change between calls."""
+        if type(fn) is not types.FunctionType:
+            return protocol.require_cloudpickle().dumps(fn, protocol=5)
+        pickled = self._pickled_functions.get(fn)
+        if pickled is None:
+            pickled = self._pickled_functions[fn] = protocol.require_cloudpickle().dumps(fn, protocol=5)
+        return pickled
+
+    def _request(self, type_: str, meta: dict[str, Any] | None = None, frames: Sequence[Any] = (), *, expect: str,
+                 what: str | None = None, timeout: float | None = None,
+                 deadline: float | None = None) -> wire.Message:
         """Send one request and return its reply, dropping replies to abandoned requests that come first.
 
         A dead worker, a broken stream or a message stopped half-way closes this sidecar; a request abandoned
         while waiting for its reply (timeout, KeyboardInterrupt) does not.
         """
-        if self._closed and header["type"] != protocol.SHUTDOWN:
+        if self._closed and type_ != protocol.SHUTDOWN:
             raise SidecarError("this LocalSidecar is closed")
         sock = self._connection()
         request_id = self._next_id
         self._next_id += 1
-        what = header.get("function") or header["type"]
+        what = what or type_
         if timeout is not None:
             deadline = time.monotonic() + timeout
         # Pending before the first byte leaves: an interrupt right after the send must still leave it known.
         self._pending.add(request_id)
-        self._send(sock, {**header, "id": request_id}, frames, deadline, what)
+        self._send(sock, type_, request_id, meta, frames, deadline, what)
         while True:
-            if not self._wait_for(sock, selectors.EVENT_READ, deadline):
+            # A reply already received with an earlier one is not on the socket any more: read it without waiting.
+            if not self._reader.buffered and not self._wait_for(sock, select.POLLIN, deadline):
                 limit = f"within {timeout:g} s" if timeout is not None else "in time"
                 raise SidecarTimeout(
                     f"sidecar worker (pid {self.pid}) did not answer {what} {limit}; the call goes on in the worker, "
@@ -435,51 +457,49 @@ class LocalSidecar:
             if reply is not None:
                 break
         if reply.type == protocol.ERROR:
-            raise RemoteError(str(reply.header.get("exc_type")), str(reply.header.get("message")),
-                              str(reply.header.get("traceback")), str(reply.header.get("phase")))
+            raise RemoteError(str(reply.meta.get("exc_type")), str(reply.meta.get("message")),
+                              str(reply.meta.get("traceback")), str(reply.meta.get("phase")))
         if reply.type != expect:
             self._terminate()
             raise ProtocolError(f"expected {expect!r} in reply to {what}, got {reply.type!r}")
         return reply
 
-    def _send(self, sock: socket.socket, header: dict[str, Any], frames: Sequence[Any], deadline: float | None,
-              what: str) -> None:
+    def _send(self, sock: socket.socket, type_: str, request_id: int, meta: dict[str, Any] | None,
+              frames: Sequence[Any], deadline: float | None, what: str) -> None:
         def wait_writable() -> None:
             # The worker is not reading: it may be busy writing the reply to an abandoned call, which must be read
             # for it to go on (two large messages would otherwise block each other for ever).
             while True:
-                ready = self._wait_for(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, deadline)
+                ready = self._wait_for(sock, select.POLLIN | select.POLLOUT, deadline)
                 if not ready:
                     raise SidecarTimeout(
                         f"sidecar worker (pid {self.pid}) took no more of request {what} in time (it is busy with "
                         f"an earlier call); the request is half-sent, so this sidecar is closed")
-                if ready & selectors.EVENT_WRITE:
+                if ready & select.POLLOUT:
                     return
-                self._read_reply(what, header["id"], sending=True)
+                self._read_reply(what, request_id, sending=True)
 
-        self._transfer(lambda: protocol.send_message(sock, header, frames, wait=wait_writable),
+        self._transfer(lambda: wire.send(sock, type_, request_id, meta, frames, wait=wait_writable),
                        f"while sending {what}")
 
-    def _read_reply(self, what: str, request_id: int, *, sending: bool = False) -> protocol.Message | None:
+    def _read_reply(self, what: str, request_id: int, *, sending: bool = False) -> wire.Message | None:
         """Read one reply: the one to `request_id` (returned), or one to an abandoned request (dropped: None).
 
         Any other id, or a reply to `request_id` while it is still being sent, means the stream is out of step.
         """
         reply = self._receive(what)
-        reply_id = reply.header.get("id")
-        if type(reply_id) is int and reply_id in self._pending and not (sending and reply_id == request_id):
-            self._pending.discard(reply_id)
-            return reply if reply_id == request_id else None
+        if reply.id in self._pending and not (sending and reply.id == request_id):
+            self._pending.discard(reply.id)
+            return reply if reply.id == request_id else None
         self._terminate()
         which = f"while sending request {request_id} ({what}), a reply" if sending else (
             f"reply to request {request_id} ({what})")
-        raise ProtocolError(f"{which} carries id {reply_id!r}, which answers no pending request")
+        raise ProtocolError(f"{which} carries id {reply.id!r}, which answers no pending request")
 
-    def _receive(self, during: str) -> protocol.Message:
-        sock = self._connection()
-        return self._transfer(
-            lambda: protocol.recv_message(sock, wait=lambda: self._wait_for(sock, selectors.EVENT_READ, None)),
-            f"during {during}")
+    def _receive(self, during: str) -> wire.Message:
+        self._connection()
+        assert self._reader is not None  # made with the connection
+        return self._transfer(self._reader.receive, f"during {during}")
 
     def _transfer(self, move_one_message: Callable[[], Any], when: str) -> Any:
         """Send or receive one whole message. Stopping half-way (an interrupt, a timeout, a dead worker) leaves

@@ -4,7 +4,8 @@ Started by the client as `python -m tpuplane.runtime.sidecar_worker --connect 12
 client's secret in the environment. It dials back to the client (which listens), says `hello`, then serves one
 request at a time until `shutdown` or until the client goes away. Every failure inside a call (unpickling the
 request, running the function, pickling the result) is sent back with its traceback, bounded in size, whatever
-the exception does in `__str__`; only the process dying ends a call without a reply.
+the exception does in `__str__`; only the process dying ends a call without a reply. A function is unpickled once
+and kept, as a real sidecar keeps it: the client sends the same pickle for every call of the same function.
 
 Every process a called function starts dies with the worker, whatever it does to its session or process group:
 the worker is a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so orphans of double forks and `setsid`
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -26,10 +29,15 @@ import traceback
 from typing import Any
 
 from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime import sidecar_wire as wire
 
 _PR_SET_CHILD_SUBREAPER = 36
 MAX_ERROR_MESSAGE_CHARS = 64 * 1024  # an exception's message in an error reply; the rest is cut with a marker
 MAX_TRACEBACK_CHARS = 256 * 1024
+# Unpickled functions kept for later calls. A larger pickle carries big data by value: it is not kept (nor hashed
+# to be looked up) but unpickled for each call.
+MAX_CACHED_FUNCTIONS = 128
+MAX_CACHED_FUNCTION_BYTES = 64 * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,11 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         host, _, port = options.connect.rpartition(":")
         with socket.create_connection((host, int(port))) as sock:
             protocol.configure_socket(sock)
-            protocol.send_message(
-                sock,
-                {"type": protocol.HELLO, "protocol": protocol.PROTOCOL_VERSION, "token": token, "pid": os.getpid(),
-                 "versions": protocol.local_versions().to_json()},
-            )
+            wire.send(sock, protocol.HELLO, meta={"protocol": protocol.PROTOCOL_VERSION, "token": token,
+                                                  "pid": os.getpid(), "versions": protocol.local_versions().to_json()})
             _serve(sock)
     finally:
         kill_descendants()
@@ -122,46 +127,58 @@ def _reap_exited() -> None:
 
 
 def _serve(sock: socket.socket) -> None:
+    reader = wire.Reader(sock)
     while True:
         try:
-            request = protocol.recv_message(sock)
+            request = reader.receive()
         except protocol.PeerClosed:
             return  # the client went away: nothing left to serve
-        reply_id = request.header.get("id", 0)
         if request.type == protocol.SHUTDOWN:
-            protocol.send_message(sock, {"type": protocol.BYE, "id": reply_id})
+            wire.send(sock, protocol.BYE, request.id)
             return
         if request.type == protocol.CAPABILITY_PROBE:
-            probe = _capabilities(with_jax=bool(request.header.get("jax")))
-            protocol.send_message(sock, {"type": protocol.CAPABILITIES, "id": reply_id, **probe})
+            wire.send(sock, protocol.CAPABILITIES, request.id, _capabilities(with_jax=bool(request.meta.get("jax"))))
         elif request.type == protocol.CALL:
-            header, frames = _run_call(request.frames)
-            protocol.send_message(sock, {**header, "id": reply_id}, frames)
+            reply_type, meta, frames = _run_call(request.frames)
+            wire.send(sock, reply_type, request.id, meta, frames)
         else:
             error = protocol.ProtocolError(f"unknown request type {request.type!r}")
-            protocol.send_message(sock, {**_error_header(error, "protocol"), "id": reply_id})
+            wire.send(sock, protocol.ERROR, request.id, _error_meta(error, "protocol"))
 
 
-def _run_call(frames: list[bytearray]) -> tuple[dict[str, Any], list[Any]]:
+def _run_call(frames: list[Any]) -> tuple[str, dict[str, Any] | None, list[Any]]:
     """Each phase that can fail names itself, so the client can tell a missing dependency from a bug."""
     try:
-        fn, args, kwargs = protocol.load_payload(frames)
+        if len(frames) < 2:
+            raise protocol.ProtocolError(f"a call carries a function and its arguments, not {len(frames)} frames")
+        fn = _load_function(frames[0])
+        args, kwargs = wire.load_payload(frames[1:])
     except BaseException as exc:  # noqa: BLE001 - any failure to unpickle is the caller's to see
-        return _error_header(exc, "load"), []
+        return protocol.ERROR, _error_meta(exc, "load"), []
     try:
         result = fn(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt in user code too
-        return _error_header(exc, "run"), []
+        return protocol.ERROR, _error_meta(exc, "run"), []
     try:
-        return {"type": protocol.RESULT}, protocol.dump_payload(result)
+        return protocol.RESULT, None, wire.dump_payload(result)
     except BaseException as exc:  # noqa: BLE001
-        return _error_header(exc, "dump"), []
+        return protocol.ERROR, _error_meta(exc, "dump"), []
 
 
-def _error_header(exc: BaseException, phase: str) -> dict[str, Any]:
-    """An error reply that always fits the protocol's header limit, whatever the exception's message is or does."""
+def _load_function(pickled: Any) -> Any:
+    if len(pickled) > MAX_CACHED_FUNCTION_BYTES:
+        return pickle.loads(pickled)
+    return _load_small_function(bytes(pickled))
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_FUNCTIONS)
+def _load_small_function(pickled: bytes) -> Any:
+    return pickle.loads(pickled)
+
+
+def _error_meta(exc: BaseException, phase: str) -> dict[str, Any]:
+    """An error reply that always fits the wire's metadata limit, whatever the exception's message is or does."""
     return {
-        "type": protocol.ERROR,
         "phase": phase,
         "exc_type": _bounded(f"{type(exc).__module__}.{type(exc).__qualname__}", 1024),
         "message": _bounded(_safe_str(exc), MAX_ERROR_MESSAGE_CHARS),

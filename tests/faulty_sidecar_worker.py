@@ -8,13 +8,16 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import struct
 import sys
 
 from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime import sidecar_wire as wire
 from tpuplane.runtime import sidecar_worker
 
-# never dial back; answer with the next request's id; answer with an id never sent; claim other versions
-FAULTS = ("never-connect", "wrong-reply-id", "stale-reply-id", "none")
+# never dial back; answer with the next request's id; answer with an id never sent; say hello in the previous wire
+# format (a JSON header behind its big-endian length); claim other versions
+FAULTS = ("never-connect", "wrong-reply-id", "stale-reply-id", "foreign-hello", "none")
 _REPLY_ID_OFFSETS = {"wrong-reply-id": 1, "stale-reply-id": -1}
 
 
@@ -30,16 +33,22 @@ def main() -> int:
         real = protocol.local_versions()
         skewed = protocol.RuntimeVersions.from_json({**real.to_json(), **options.report_versions})
         sidecar_worker.protocol.local_versions = lambda: skewed
+    if options.fault == "foreign-hello":
+        def send_foreign_hello(sock, type_, request_id=0, meta=None, frames=(), wait=None):
+            header = json.dumps({**(meta or {}), "type": type_, "id": request_id, "frames": 0}).encode()
+            sock.sendall(struct.pack(">Q", len(header)) + header)
+
+        sidecar_worker.wire.send = send_foreign_hello
     offset = _REPLY_ID_OFFSETS.get(options.fault, 0)
     if offset:
-        send = protocol.send_message
+        send = wire.send
 
-        def send_with_wrong_id(sock, header, frames=(), wait=None):
-            if header.get("type") != protocol.HELLO:
-                header = {**header, "id": header.get("id", 0) + offset}
-            send(sock, header, frames, wait)
+        def send_with_wrong_id(sock, type_, request_id=0, meta=None, frames=(), wait=None):
+            if type_ != protocol.HELLO:
+                request_id += offset
+            send(sock, type_, request_id, meta, frames, wait)
 
-        sidecar_worker.protocol.send_message = send_with_wrong_id
+        sidecar_worker.wire.send = send_with_wrong_id
     return sidecar_worker.main(rest)
 
 

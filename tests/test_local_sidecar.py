@@ -160,6 +160,40 @@ def test_local_sidecar_call_round_trips_64_mib(sidecar):
     assert np.array_equal(sidecar.call(lambda a: a, array), array)
 
 
+def test_local_sidecar_call_returns_a_large_array_equal_and_writable(sidecar):
+    array = np.random.default_rng(0).standard_normal((1024, 4096))  # 32 MiB, out of band both ways
+    result = sidecar.call(lambda a: a * 2, array)
+    assert np.array_equal(result, array * 2) and result.flags.writeable
+    result[0, 0] = 1.0
+    assert result[0, 0] == 1.0
+
+
+SETTING = {"scale": 1}
+
+
+def read_setting():
+    return SETTING["scale"]
+
+
+def test_local_sidecar_pickles_a_function_once_like_colocated_python(sidecar):
+    """A function travels with its first call: what it captured by value then, it keeps (as on Pathways)."""
+    assert sidecar.call(read_setting) == 1
+    SETTING["scale"] = 2
+    try:
+        assert sidecar.call(read_setting) == 1
+        assert sidecar.call(lambda: read_setting()) == 2  # a new function is pickled anew
+    finally:
+        SETTING["scale"] = 1
+
+
+def test_local_sidecar_worker_keeps_an_unpickled_function_between_calls(sidecar):
+    def count_calls():
+        count_calls.calls = getattr(count_calls, "calls", 0) + 1
+        return count_calls.calls
+
+    assert [sidecar.call(count_calls) for _ in range(3)] == [1, 2, 3]
+
+
 # -- errors from the function ------------------------------------------------------------------------------------
 
 
@@ -313,6 +347,14 @@ def test_local_sidecar_version_mismatch_names_the_skewed_package():
         skewed.start()
     assert caught.value.mismatches == [f"jax: client {protocol.local_versions().jax}, worker 0.4.35"]
     assert_reaped(skewed.pid)
+
+
+def test_local_sidecar_worker_speaking_another_wire_format_is_refused():
+    """The faulty worker says hello in the previous format, as an image with another tpuplane would."""
+    foreign = faulty("--fault", "foreign-hello")
+    with pytest.raises(protocol.ProtocolError, match="another wire format"):
+        foreign.start()
+    assert_reaped(foreign.pid)
 
 
 def test_local_sidecar_reply_with_wrong_request_id_is_a_protocol_error():
@@ -601,6 +643,18 @@ def test_local_sidecar_exception_message_over_a_megabyte_is_cut_not_fatal(sideca
     assert sidecar.call(scale, [2]) == [2]
 
 
+def test_local_sidecar_exception_message_of_wide_characters_is_cut_not_fatal(sidecar):
+    """JSON escapes each of these characters to 12 bytes: the cut message and traceback must still fit a reply."""
+    with pytest.raises(RemoteError) as caught:
+        sidecar.call(raise_huge_wide, 1 << 20)
+    assert "more characters cut by the sidecar worker" in caught.value.remote_message
+    assert sidecar.call(scale, [2]) == [2]
+
+
+def raise_huge_wide(size):
+    raise ValueError("\U0001F600" * size)
+
+
 class HugeRepr:
     def __repr__(self):
         return "r" * (2 << 20)
@@ -620,13 +674,3 @@ def test_sidecar_worker_ships_no_test_switches():
                                capture_output=True, text=True, check=True).stdout
     assert "--connect" in help_text
     assert "--fault" not in help_text and "--report-versions" not in help_text
-
-
-def test_sidecar_protocol_refuses_a_frame_larger_than_the_limit():
-    """A length prefix asking for more than MAX_FRAME_BYTES is refused before anything is allocated."""
-    left, right = socket.socketpair()
-    with left, right:
-        header = b'{"frames":1,"type":"result"}'
-        left.sendall(protocol._PREFIX.pack(len(header)) + header + protocol._PREFIX.pack(protocol.MAX_FRAME_BYTES + 1))
-        with pytest.raises(protocol.ProtocolError, match="exceeds the"):
-            protocol.recv_message(right)

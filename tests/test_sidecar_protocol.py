@@ -1,8 +1,9 @@
-"""The sidecar wire protocol: frames over real sockets, payload pickling, and the lock-step version rule."""
+"""The sidecar wire format over real sockets, payload pickling, and the lock-step version rule."""
 
 from __future__ import annotations
 
 import json
+import pickle
 import select
 import socket
 import struct
@@ -11,12 +12,14 @@ import sys
 import threading
 import time
 
+import cloudpickle
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime import sidecar_wire as wire
 from tpuplane.runtime.sidecar_protocol import RuntimeVersions
 
 
@@ -29,43 +32,50 @@ def pair():
     right.close()
 
 
-def _send_in_thread(sock, header, frames=()):
+def _send_in_thread(sock, *message):
     """Large messages exceed the socket buffer, so the writer must run while the reader reads."""
-    thread = threading.Thread(target=protocol.send_message, args=(sock, header, frames))
+    thread = threading.Thread(target=wire.send, args=(sock, *message))
     thread.start()
     return thread
 
 
-def test_message_round_trip_keeps_header_and_frames(pair):
+def _header(*, magic=wire.MAGIC, code=3, frames=0, meta=0, request_id=1):
+    return wire.HEADER.pack(magic, code, frames, meta, request_id)
+
+
+def test_message_round_trip_keeps_type_id_meta_and_frames(pair):
     left, right = pair
-    protocol.send_message(left, {"type": "call", "id": 7}, [b"abc", bytearray(b""), memoryview(b"xyz")])
-    message = protocol.recv_message(right)
-    assert message.header == {"type": "call", "id": 7, "frames": 3}
-    assert message.frames == [bytearray(b"abc"), bytearray(b""), bytearray(b"xyz")]
+    wire.send(left, protocol.CALL, 7, {"jax": True}, [b"abc", bytearray(b""), memoryview(b"xyz")])
+    message = wire.Reader(right).receive()
+    assert (message.type, message.id, message.meta) == (protocol.CALL, 7, {"jax": True})
+    assert [bytes(frame) for frame in message.frames] == [b"abc", b"", b"xyz"]
 
 
 @settings(max_examples=30, deadline=None)
 @given(
-    header=st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: k not in ("type", "frames")),
-                           st.integers() | st.text(max_size=20) | st.booleans() | st.none(), max_size=5),
+    type_=st.sampled_from(wire.TYPES),
+    request_id=st.integers(0, 2**64 - 1),
+    meta=st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=20) | st.booleans() | st.none(),
+                         max_size=5),
     frames=st.lists(st.binary(max_size=3000), max_size=6),
 )
-def test_message_round_trip_of_any_header_and_frames(header, frames):
+def test_message_round_trip_of_any_meta_and_frames(type_, request_id, meta, frames):
     left, right = socket.socketpair()
     with left, right:
-        protocol.send_message(left, {**header, "type": "x"}, frames)
-        message = protocol.recv_message(right)
-    assert message.header == {**header, "type": "x", "frames": len(frames)}
-    assert message.frames == [bytearray(frame) for frame in frames]
+        wire.send(left, type_, request_id, meta, frames)
+        message = wire.Reader(right).receive()
+    assert (message.type, message.id, message.meta) == (type_, request_id, meta)
+    assert [bytes(frame) for frame in message.frames] == frames
 
 
-def test_message_with_64_mib_frame_arrives_intact(pair):
+def test_message_with_64_mib_frame_arrives_intact_and_writable(pair):
     left, right = pair
     payload = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8)
-    writer = _send_in_thread(left, {"type": "result", "id": 1}, [payload])
-    message = protocol.recv_message(right)
+    writer = _send_in_thread(left, protocol.RESULT, 1, None, [payload])
+    message = wire.Reader(right).receive()
     writer.join()
-    assert np.array_equal(np.frombuffer(message.frames[0], dtype=np.uint8), payload)
+    received = np.frombuffer(message.frames[0], dtype=np.uint8)
+    assert np.array_equal(received, payload) and received.flags.writeable
 
 
 def test_message_over_non_blocking_sockets_waits_through_the_callable(pair):
@@ -91,72 +101,160 @@ def test_message_over_non_blocking_sockets_waits_through_the_callable(pair):
         select.select([right], [], [])
 
     received = {}
-    reader = threading.Thread(target=lambda: received.update(message=protocol.recv_message(right, wait=wait_recv)))
+    reader = threading.Thread(target=lambda: received.update(message=wire.Reader(right, wait=wait_recv).receive()))
     reader.start()
     payload = np.arange(4 << 20, dtype=np.float32)
     while waits["recv"] == 0:  # the reader is inside its first wait before anything is sent
         time.sleep(0.001)
-    protocol.send_message(left, {"type": "result", "id": 1}, [payload], wait=wait_send)
+    wire.send(left, protocol.RESULT, 1, None, [payload], wait=wait_send)
     reader.join(timeout=30)
     assert np.array_equal(np.frombuffer(received["message"].frames[0], dtype=np.float32), payload)
     assert waits["send"] > 0 and waits["recv"] > 0
 
 
-def test_message_frame_layout_is_big_endian_length_then_json(pair):
+def test_message_layout_is_fixed_header_then_lengths_metadata_and_frames(pair):
     left, right = pair
-    protocol.send_message(left, {"type": "bye", "id": 2}, [b"\x00\x01"])
+    wire.send(left, protocol.BYE, 2, {"a": 1}, [b"\x00\x01"])
     left.close()
     raw = b""
     while chunk := right.recv(4096):
         raw += chunk
-    (header_size,) = struct.unpack(">Q", raw[:8])
-    assert json.loads(raw[8 : 8 + header_size]) == {"type": "bye", "id": 2, "frames": 1}
-    assert raw[8 + header_size :] == struct.pack(">Q", 2) + b"\x00\x01"
+    meta = b'{"a":1}'
+    assert raw == (wire.HEADER.pack(wire.MAGIC, wire.TYPES.index(protocol.BYE), 1, len(meta), 2)
+                   + struct.pack("<Q", 2) + meta + b"\x00\x01")
+    assert wire.HEADER.size == 24
 
 
-def test_recv_message_rejects_oversized_header(pair):
+def test_call_and_result_messages_carry_no_metadata(pair):
     left, right = pair
-    left.sendall(struct.pack(">Q", protocol.MAX_HEADER_BYTES + 1))
-    with pytest.raises(protocol.ProtocolError, match="exceeds"):
-        protocol.recv_message(right)
+    wire.send(left, protocol.CALL, 1, None, [b"f", b"args"])
+    assert struct.unpack_from("<I", right.recv(4096), 12) == (0,)  # the metadata length field
 
 
-def test_recv_message_rejects_header_that_is_not_json(pair):
+def test_reader_keeps_a_second_message_that_arrived_with_the_first(pair):
+    """Both replies can be on the socket at once (a late one, then the awaited one): the second must not be lost,
+    and `buffered` says it is already here, where a wait on the socket would not see it."""
     left, right = pair
-    left.sendall(struct.pack(">Q", 5) + b"hello")
+    wire.send(left, protocol.RESULT, 1, None, [b"late"])
+    wire.send(left, protocol.RESULT, 2, None, [b"awaited"])
+    time.sleep(0.05)
+    reader = wire.Reader(right)
+    assert reader.receive().id == 1
+    assert reader.buffered and not select.select([right], [], [], 0)[0]
+    assert bytes(reader.receive().frames[0]) == b"awaited"
+    assert not reader.buffered
+
+
+def test_reader_rejects_another_wire_format(pair):
+    """What the previous format (JSON headers behind a big-endian length) sends first."""
+    left, right = pair
+    body = json.dumps({"type": "hello"}).encode()
+    left.sendall(struct.pack(">Q", len(body)) + body + bytes(24))
+    with pytest.raises(protocol.ProtocolError, match="another wire format"):
+        wire.Reader(right).receive()
+
+
+def test_reader_rejects_an_unknown_message_type(pair):
+    left, right = pair
+    left.sendall(_header(code=len(wire.TYPES)))
+    with pytest.raises(protocol.ProtocolError, match="unknown message type code"):
+        wire.Reader(right).receive()
+
+
+def test_reader_rejects_oversized_metadata_before_reading_it(pair):
+    left, right = pair
+    left.sendall(_header(meta=wire.MAX_META_BYTES + 1))
+    with pytest.raises(protocol.ProtocolError, match="metadata of .* exceeds"):
+        wire.Reader(right).receive()
+
+
+def test_reader_rejects_more_frames_than_the_limit(pair):
+    left, right = pair
+    left.sendall(_header(frames=wire.MAX_FRAMES + 1))
+    with pytest.raises(protocol.ProtocolError, match="frames; at most"):
+        wire.Reader(right).receive()
+
+
+def test_reader_refuses_a_frame_larger_than_the_limit_before_allocating_it(pair):
+    left, right = pair
+    left.sendall(_header(frames=1) + struct.pack("<Q", wire.MAX_FRAME_BYTES + 1))
+    with pytest.raises(protocol.ProtocolError, match="frame of .* exceeds"):
+        wire.Reader(right).receive()
+
+
+def test_reader_rejects_metadata_that_is_not_a_json_object(pair):
+    left, right = pair
+    left.sendall(_header(meta=5) + b"hello" + _header(meta=2) + b"[]")
+    reader = wire.Reader(right)
     with pytest.raises(protocol.ProtocolError, match="not JSON"):
-        protocol.recv_message(right)
+        reader.receive()
+    with pytest.raises(protocol.ProtocolError, match="not a JSON object"):
+        reader.receive()
 
 
-def test_recv_message_rejects_header_without_type(pair):
+def test_reader_reports_stream_cut_mid_header(pair):
     left, right = pair
-    body = json.dumps({"id": 1}).encode()
-    left.sendall(struct.pack(">Q", len(body)) + body)
-    with pytest.raises(protocol.ProtocolError, match="'type'"):
-        protocol.recv_message(right)
-
-
-def test_recv_message_reports_stream_cut_mid_frame(pair):
-    left, right = pair
-    body = json.dumps({"type": "result", "frames": 1}).encode()
-    left.sendall(struct.pack(">Q", len(body)) + body + struct.pack(">Q", 100) + b"only-some")
+    left.sendall(_header()[:10])
     left.close()
-    with pytest.raises(protocol.PeerClosed, match="91 of 100 bytes"):
-        protocol.recv_message(right)
+    with pytest.raises(protocol.PeerClosed, match="middle of a message, 14 more bytes"):
+        wire.Reader(right).receive()
+
+
+def test_reader_reports_stream_cut_mid_frame(pair):
+    left, right = pair
+    left.sendall(_header(frames=1) + struct.pack("<Q", 100) + b"only-some")
+    left.close()
+    with pytest.raises(protocol.PeerClosed, match="middle of a message, 91 more bytes"):
+        wire.Reader(right).receive()
+
+
+def test_reader_reports_end_of_stream_between_messages(pair):
+    left, right = pair
+    left.close()
+    with pytest.raises(protocol.PeerClosed, match="^connection closed$"):
+        wire.Reader(right).receive()
+
+
+# -- payloads ----------------------------------------------------------------------------------------------------
 
 
 def test_payload_sends_numpy_array_out_of_band():
     array = np.arange(1 << 20, dtype=np.float32)
-    frames = protocol.dump_payload({"x": array})
+    frames = wire.dump_payload({"x": array})
     assert len(frames) == 2 and frames[1].nbytes == array.nbytes  # the array is not inside the pickle stream
-    loaded = protocol.load_payload([bytearray(frame) for frame in frames])["x"]
+    loaded = wire.load_payload([bytearray(frame) for frame in frames])["x"]
     assert np.array_equal(loaded, array) and loaded.flags.writeable
+
+
+def test_payload_of_a_large_array_through_a_socket_arrives_equal_and_writable(pair):
+    """Large frames are received into fresh memory mapped for them, which becomes the new array's memory."""
+    left, right = pair
+    array = np.random.default_rng(1).standard_normal((2048, 1024))
+    writer = _send_in_thread(left, protocol.RESULT, 1, None, wire.dump_payload(array))
+    loaded = wire.load_payload(wire.Reader(right).receive().frames)
+    writer.join()
+    assert np.array_equal(loaded, array) and loaded.flags.writeable
+    loaded[0, 0] = 42.0
+    assert loaded[0, 0] == 42.0
+
+
+@pytest.mark.parametrize("value", [((7,), {}), (([1, 2.5], "x"), {"factor": 3, "flag": None}), b"\x00" * 100,
+                                   {"nested": (1, (2, [3]))}])
+def test_payload_of_plain_data_is_what_cloudpickle_writes(value):
+    assert wire.dump_payload(value) == [cloudpickle.dumps(value, protocol=5)]
+
+
+def test_payload_with_a_function_in_the_arguments_goes_through_cloudpickle():
+    offset = 5
+    frames = wire.dump_payload(((lambda x: x + offset,), {}))
+    (function,), _ = pickle.loads(frames[0])
+    assert function(1) == 6
 
 
 def test_payload_round_trips_a_closure():
     offset = 5
-    frames = protocol.dump_payload(lambda x: x + offset)
-    assert protocol.load_payload([bytearray(frame) for frame in frames])(1) == 6
+    frames = wire.dump_payload(lambda x: x + offset)
+    assert wire.load_payload([bytearray(frame) for frame in frames])(1) == 6
 
 
 def test_local_versions_reads_metadata_without_importing_jax():
