@@ -87,3 +87,15 @@ def test_plan_lists_the_earlier_urns_of_a_moved_node_pool():
     assert pool.aliases == (
         "urn:pulumi:prod::tpuplane::tpuplane:index:TpuCluster$tpuplane:index:TpuSlicePool"
         "$gcp:container/nodePool:NodePool::train-0",)
+
+
+def test_diff_never_takes_an_alias_to_a_resource_of_another_type(older):
+    """An alias cannot hide a deletion: a node pool claiming the cluster's earlier URN is no move of it."""
+    newer = plan(fleet()).to_json()
+    pool = next(r for r in newer["resources"] if r["name"] == "train-0")
+    cluster = next(r for r in newer["resources"] if r["type"] == "gcp:container/cluster:Cluster")
+    newer["resources"] = [r for r in newer["resources"] if r is not cluster]
+    pool["aliases"] = [cluster["urn"]]
+    changes = diff_plan_dicts(older.to_json(), newer).changes
+    assert [(c.action, c.name) for c in changes if c.type == "gcp:container/cluster:Cluster"] == [
+        (Action.DELETE, "fleet")]

@@ -410,7 +410,8 @@ def diff_plans(base: Plan, head: Plan) -> PlanDiff:
     """Every resource that differs between `base` and `head`, sorted by URN, and the TPU impact."""
     before, after = base.by_urn(), head.by_urn()
     for new in head.resources:  # a base resource under an alias of a head one is that resource, moved
-        moved = next((alias for alias in new.aliases if alias in before and alias not in after), None)
+        moved = next((alias for alias in new.aliases
+                      if alias in before and alias not in after and before[alias].type == new.type), None)
         if new.urn not in before and moved is not None:
             before[new.urn] = before.pop(moved)
     changes: list[ResourceChange] = []
