@@ -1,8 +1,9 @@
 """Pulumi ComponentResources: thin wrappers that turn `tpuplane.infra` plans into pulumi-gcp/-kubernetes resources.
 
-`from tpuplane.components import TpuCluster, TpuSlicePool, ...` is the public API. Each name loads its module on
-first use (PEP 562): importing the package costs nothing, and a program that only adds slice pools never loads
-the Kubernetes or Docker SDKs.
+`from tpuplane.components import TpuCluster, TpuClusterArgs, TpuSlicePool, ...` is the public API: each component
+takes its name, one Args `TypedDict` and `ResourceOptions`. Each name loads its module on first use (PEP 562):
+importing the package costs nothing, and a program that only adds slice pools never loads the Kubernetes or Docker
+SDKs. `COMPONENTS` are also served to other Pulumi languages (`__main__.py`, `PulumiPlugin.yaml`).
 """
 
 from __future__ import annotations
