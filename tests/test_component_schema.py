@@ -3,13 +3,18 @@ the components `pulumi package add` serves (components/__main__.py), exactly as 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.schema import generate_schema
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 import tpuplane.components as components
 from tpuplane.components.__main__ import PACKAGE
@@ -85,3 +90,21 @@ def test_readme_yaml_program_uses_the_schema_as_generated(schema):
     [output] = program["outputs"].values()
     assert output.removeprefix("${").removesuffix("}").split(".") == [name, "nodePoolNames"]
     assert "nodePoolNames" in served["properties"]
+
+
+def test_plugin_serves_the_schema_over_grpc_as_pulumi_package_add_asks_for_it(schema):
+    """The plugin folder run as Pulumi runs a Python plugin (`python <folder> <engine address>`): a real gRPC
+    server, asked for its schema by a real gRPC client. (The Pulumi CLI itself is not installed here.)"""
+    folder = Path(components.__file__).resolve().parent
+    server = subprocess.Popen([sys.executable, str(folder), "127.0.0.1:1"], stdout=subprocess.PIPE)
+    try:
+        port = int(server.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            reply = provider_pb2_grpc.ResourceProviderStub(channel).GetSchema(
+                provider_pb2.GetSchemaRequest(version=0), timeout=60)
+    finally:
+        server.kill()
+        server.wait()
+    served = json.loads(reply.schema)
+    assert served["name"] == PACKAGE
+    assert served["resources"] == schema["resources"]
