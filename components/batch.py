@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
+from tpuplane.infra.args import given
 from tpuplane.infra.batch.args import platform_from_args
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
 from tpuplane.infra.batch.kueue import (
@@ -53,6 +54,7 @@ class BatchStack(pulumi.ComponentResource):
     """The JobSet chart version installed."""
 
     def __init__(self, name: str, args: BatchStackArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        args = given(args, "BatchStackArgs")  # None means unset, as for any Pulumi input
         platform = platform_from_args(args)  # every check before the component registers anything
         cpu_pool_name = args.get("cpu_pool_name", CPU_POOL_NAME)
         super().__init__("tpuplane:index:BatchStack", name, {}, opts)

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from tpuplane.infra.args import given
 from tpuplane.infra.fleet.args import cluster_config
 from tpuplane.infra.fleet.cluster import (
     CPU_POOL_NAME,
@@ -105,6 +106,7 @@ class TpuCluster(pulumi.ComponentResource):
     """A kubeconfig without credentials (gke-gcloud-auth-plugin fetches short-lived tokens)."""
 
     def __init__(self, name: str, args: TpuClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        args = given(args, "TpuClusterArgs")  # None means unset, as for any Pulumi input
         c = cluster_config(args)  # every check before the component registers anything
         project, region = args["project"], args["region"]
         plan = plan_cluster(c, project=project, region=region, multi_networking=args.get("multi_networking", False))

@@ -21,6 +21,7 @@ import pulumi_gcp as gcp
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import caller_dependencies
+from tpuplane.infra.args import given
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
 from tpuplane.infra.pathways.args import service_plan
 from tpuplane.infra.pathways.config import PathwaysPlan
@@ -88,6 +89,7 @@ class SharedPathwaysService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SharedPathwaysServiceArgs,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        args = given(args, "SharedPathwaysServiceArgs")  # None means unset, as for any Pulumi input
         plan = service_plan(name, args)
         super().__init__("tpuplane:index:SharedPathwaysService", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)

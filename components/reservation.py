@@ -5,6 +5,7 @@ from typing import NotRequired, Optional, TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
+from tpuplane.infra.args import given
 from tpuplane.infra.fleet.args import reservation_config
 from tpuplane.infra.fleet.cluster import reservation_deletion_policy
 
@@ -41,6 +42,7 @@ class TpuReservation(pulumi.ComponentResource):
     """The VMs it holds: whole slices of its TPU type."""
 
     def __init__(self, name: str, args: TpuReservationArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        args = given(args, "TpuReservationArgs")  # None means unset, as for any Pulumi input
         res = reservation_config(name, args)
         super().__init__("tpuplane:index:TpuReservation", name, {}, opts)
         self.reservation = gcp.compute.Reservation(

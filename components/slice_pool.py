@@ -4,8 +4,10 @@ from typing import NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
+
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.options import caller_dependencies
+from tpuplane.infra.args import given
 from tpuplane.infra.batch.platform import kueue_pool_of
 from tpuplane.infra.fleet.args import PENDING_RESERVATION, slice_pool_cluster_name, slice_pool_config
 from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
@@ -129,6 +131,7 @@ class TpuSlicePool(pulumi.ComponentResource):
     """tpu7/tpu7x multi-host groups: the HIGH_THROUGHPUT workload policy their pools use (else unset)."""
 
     def __init__(self, name: str, args: TpuSlicePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        args = given(args, "TpuSlicePoolArgs")  # None means unset, as for any Pulumi input
         reservation = args.get("reservation") if isinstance(args, dict) else None
         pending = isinstance(reservation, pulumi.Output)  # another resource's name, known once it exists
         pool = slice_pool_config(name, {**args, "reservation": PENDING_RESERVATION} if pending else args)

@@ -11,20 +11,17 @@ JobSet the TTL deleted would vanish on `pulumi refresh` and be created, i.e. run
 Delete a finished run by removing it from the program.
 """
 
-from typing import Any, Callable, NotRequired, Optional, TypedDict
+from typing import Any, NotRequired, Optional, TypedDict
 
 import pulumi
 
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import caller_dependencies
-from tpuplane.infra.args import check_args, model_from_args, renamed
+from tpuplane.infra.args import given
+from tpuplane.infra.batch.args import image_cache_manifest, rendered_workload
 from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
-from tpuplane.infra.batch.image_cache import DEFAULT_CACHE_NAME, render_image_cache
-from tpuplane.infra.batch.platform import BatchPlatform
-from tpuplane.infra.batch.args import platform_from_args
 from tpuplane.infra.batch.workload import TpuWorkloadSpec, render_tpu_jobset
-from tpuplane.infra.errors import ConfigError, Problem
 
 
 class TpuWorkloadArgs(TypedDict):
@@ -51,25 +48,9 @@ class ImageCacheArgs(TypedDict):
     images: list[str]
     """Images, pinned by tag or digest; pulled in this order."""
     cache_name: NotRequired[str]
-    """The DaemonSet's name (default `tpu-image-cache`)."""
+    """The DaemonSet's name (default `image-cache`)."""
     namespace: NotRequired[str]
     """Its namespace (default `default`)."""
-
-
-def _rendered(args: Any, path: str, field: str, render: Callable[[Any, BatchPlatform | None], Any],
-              model: type) -> Any:
-    """Check the Args and render; every problem is named under `<Args>.<field>` (or `<Args>.batch`)."""
-    check_args(args, path)
-    try:
-        platform = platform_from_args(args["batch"]) if args.get("batch") is not None else None
-    except ConfigError as exc:
-        raise ConfigError(renamed(exc.problems, {"BatchStackArgs": f"{path}.batch"})) from None
-    spec = model_from_args(model, args.get(field) or {}, f"{path}.{field}")
-    try:
-        return render(spec, platform)
-    except ConfigError as exc:
-        raise ConfigError([Problem(f"{path}.{field}.{p.path}", p.given, p.allowed, p.hint)
-                           for p in exc.problems]) from None
 
 
 def jobset_options(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions]) -> pulumi.ResourceOptions:
@@ -87,7 +68,8 @@ class TpuWorkload(pulumi.ComponentResource):
     """Its namespace (the LocalQueue's)."""
 
     def __init__(self, name: str, args: TpuWorkloadArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        manifest = _rendered(args, "TpuWorkloadArgs", "workload", render_tpu_jobset, TpuWorkloadSpec)
+        args = given(args, "TpuWorkloadArgs")  # None means unset, as for any Pulumi input
+        manifest = rendered_workload(args, "TpuWorkloadArgs", "workload", TpuWorkloadSpec, render_tpu_jobset)
         super().__init__("tpuplane:index:TpuWorkload", name, {}, opts)
         self.jobset = manifest_resource(manifest, jobset_options(self, opts))
         self.jobset_name = pulumi.Output.from_input(manifest["metadata"]["name"])
@@ -102,7 +84,8 @@ class TpuExperiment(pulumi.ComponentResource):
     """The trials' JobSet names, in trial order."""
 
     def __init__(self, name: str, args: TpuExperimentArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        manifests = _rendered(args, "TpuExperimentArgs", "experiment", render_experiment, ExperimentSpec)
+        args = given(args, "TpuExperimentArgs")  # None means unset, as for any Pulumi input
+        manifests = rendered_workload(args, "TpuExperimentArgs", "experiment", ExperimentSpec, render_experiment)
         super().__init__("tpuplane:index:TpuExperiment", name, {}, opts)
         self.jobsets = [manifest_resource(m, jobset_options(self, opts)) for m in manifests]
         self.trial_names = pulumi.Output.from_input([m["metadata"]["name"] for m in manifests])
@@ -116,15 +99,10 @@ class ImageCache(pulumi.ComponentResource):
     """The images it keeps, deduplicated, in pull order."""
 
     def __init__(self, name: str, args: ImageCacheArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        check_args(args, "ImageCacheArgs")
-        try:
-            manifest = render_image_cache(args.get("images") or [], name=args.get("cache_name", DEFAULT_CACHE_NAME),
-                                          namespace=args.get("namespace", "default"))
-        except ConfigError as exc:
-            raise ConfigError([Problem(f"ImageCacheArgs.{'cache_name' if p.path == 'name' else p.path}", p.given,
-                                       p.allowed, p.hint)
-                               for p in exc.problems]) from None
+        args = given(args, "ImageCacheArgs")  # None means unset, as for any Pulumi input
+        manifest = image_cache_manifest(args)
         super().__init__("tpuplane:index:ImageCache", name, {}, opts)
-        self.daemonset = manifest_resource(manifest, pulumi.ResourceOptions(parent=self))
+        self.daemonset = manifest_resource(manifest, pulumi.ResourceOptions(
+            parent=self, depends_on=caller_dependencies(opts)))
         self.images = pulumi.Output.from_input(list(dict.fromkeys(args["images"])))
         self.register_outputs({"images": self.images})

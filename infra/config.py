@@ -30,6 +30,8 @@ from tpuplane.infra.naming import (
     GKE_NAME_MAX,
     node_pool_name,
     node_service_account_id,
+    PROJECT_ID,
+    REGION,
     SERVICE_ACCOUNT_ID_MAX,
     workload_policy_name,
 )
@@ -179,8 +181,8 @@ RESERVATION_PATH = re.compile(
 class StackConfig(ConfigModel):
     """Everything one stack declares. Field aliases are the Pulumi config keys."""
 
-    project: str = Field(alias="gcp:project", pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-    region: str = Field(alias="gcp:region", pattern=r"^[a-z]+-[a-z]+[0-9]+$")
+    project: str = Field(alias="gcp:project", pattern=f"^{PROJECT_ID.pattern}$")
+    region: str = Field(alias="gcp:region", pattern=f"^{REGION.pattern}$")
     cluster: ClusterConfig = Field(alias="tpuplane:cluster")
     tpu_pools: list[TpuPoolConfig] = Field([], alias="tpuplane:tpuPools")
     reservations: list[ReservationConfig] = Field([], alias="tpuplane:reservations")
@@ -400,8 +402,10 @@ def reservation_problems(res: ReservationConfig, path: str) -> list[Problem]:
     return problems
 
 
-def pool_problems(pool: TpuPoolConfig, path: str, *, cluster_name: str, project: str) -> list[Problem]:
-    """GKE's rules for one pool group, under `path` (a stack config entry, or a component's Args)."""
+def pool_problems(pool: TpuPoolConfig, path: str, *, cluster_name: str, project: str,
+                  names_reservation: bool = True) -> list[Problem]:
+    """GKE's rules for one pool group, under `path` (a stack config entry, or a component's Args).
+    `names_reservation=False`: a description that leaves out which reservation the pools consume (Kueue's)."""
     problems = []
     longest = node_pool_name(pool.name, pool.slices - 1)
     if not DNS_LABEL.fullmatch(pool.name):
@@ -411,7 +415,7 @@ def pool_problems(pool: TpuPoolConfig, path: str, *, cluster_name: str, project:
                                 f"at most {GKE_NAME_MAX - len(longest) + len(pool.name)} characters with "
                                 f"{pool.slices} slices", f"node pool names such as '{longest}' must fit in "
                                                          f"{GKE_NAME_MAX} characters"))
-    problems += _capacity_problems(project, path, pool)  # these rules need no catalog entry
+    problems += _capacity_problems(project, path, pool, names_reservation)  # these need no catalog entry
     bad_type = tpu_type_problem(f"{path}.tpuType", pool.tpu_type, pool.machine_type)
     if bad_type:
         return problems + [bad_type]
@@ -422,10 +426,12 @@ def pool_problems(pool: TpuPoolConfig, path: str, *, cluster_name: str, project:
     return problems
 
 
-def _capacity_problems(project: str, path: str, pool: TpuPoolConfig) -> list[Problem]:
+def _capacity_problems(project: str, path: str, pool: TpuPoolConfig, names_reservation: bool) -> list[Problem]:
     """GKE's rules between capacity modes and pool fields (Cluster Toolkit's preconditions, as errors)."""
     problems = []
-    if pool.capacity is Capacity.RESERVATION:
+    if pool.capacity is Capacity.RESERVATION and not names_reservation:
+        pass
+    elif pool.capacity is Capacity.RESERVATION:
         if not pool.reservation:
             problems.append(Problem(f"{path}.reservation", None, "a reservation name, or "
                                     "projects/P/reservations/R[/reservationBlocks/B]",

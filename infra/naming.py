@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")  # GCP project ids
+REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")  # us-east5
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")  # us-east5-b
 GKE_NAME_MAX = 40  # GKE cluster and node pool names
 GKE_MAX_NODES = 15_000  # nodes per Standard cluster, GKE's default limit
 COMPUTE_NAME_MAX = 63  # Compute Engine resources: reservations, resource policies

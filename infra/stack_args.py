@@ -52,7 +52,8 @@ def service_args(cfg: StackConfig) -> dict[str, Any]:
     pw = cfg.pathways
     assert pw is not None and (pool := cfg.pool_by_name(pw.tpu_pool)) is not None  # checked by the config rules
     return {"project": cfg.project, "region": cfg.region, "cluster_name": cfg.cluster.name,
-            "service_name": pw.name, "pool": kueue_pool_of(pool), "client_namespaces": team_namespaces(cfg),
+            "service_name": pw.name, "pool": kueue_pool_of(pool, dedicated_slices=cfg.service_slices(pool)),
+            "client_namespaces": team_namespaces(cfg),
             "cpu_machine_type": cfg.cluster.cpu_pool.machine_type,
             **pw.model_dump(exclude_none=True, include={"jax_version", "server_image", "slices", "gcs_bucket"})}
 

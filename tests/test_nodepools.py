@@ -98,7 +98,6 @@ def test_plan_pool_group_reservation_consumes_the_named_reservation_of_the_stack
 
     for pool in group.pools:
         assert pool.reservation_affinity == ReservationAffinity("SPECIFIC_RESERVATION", RESERVATION_KEY, ("v5p-res",))
-        assert pool.reservation_in_stack == "v5p-res"
         assert (pool.node_count, pool.spot) == (16, False)
 
 
@@ -108,7 +107,6 @@ def test_plan_pool_group_reservation_outside_the_stack_keeps_its_full_path(plan_
     pool = plan_pool(name="big", tpuType="v5p-128", capacity="reservation", reservation=path).pools[0]
 
     assert pool.reservation_affinity == ReservationAffinity("SPECIFIC_RESERVATION", RESERVATION_KEY, (path,))
-    assert pool.reservation_in_stack is None
 
 
 @pytest.mark.parametrize("capacity", ["on-demand", "spot", "flex-start", "queued"])

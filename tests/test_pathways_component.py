@@ -154,6 +154,17 @@ def test_service_attaches_a_ready_sidecar_image(config):
     ({"cpu_machine_type": "n2-standard-4"}, "SharedPathwaysServiceArgs.cpu_machine_type"),
     ({"server_image": "us-docker.pkg.dev/p/server:jax-0.10.0"}, "SharedPathwaysServiceArgs"),
     ({"gcs_bucket": "s3://elsewhere"}, "SharedPathwaysServiceArgs.gcs_bucket"),
+    ({"node_service_account": None}, "SharedPathwaysServiceArgs.node_service_account"),
+    ({"node_service_account": 123}, "SharedPathwaysServiceArgs.node_service_account"),
+    ({"sidecar_image": 5}, "SharedPathwaysServiceArgs.sidecar_image"),
+    ({"cpu_pool_name": "Bad Name"}, "SharedPathwaysServiceArgs.cpu_pool_name"),
+    ({"cpu_machine_type": ["n2"]}, "SharedPathwaysServiceArgs.cpu_machine_type"),
+    ({"client_namespaces": ["Bad NS"]}, "SharedPathwaysServiceArgs.client_namespaces[0]"),
+    ({"client_namespaces": "research"}, "SharedPathwaysServiceArgs.client_namespaces"),
+    ({"pool": {"name": "big", "tpu_type": "v5p-128", "slices": 2, "dedicated_slices": 1}},
+     "SharedPathwaysServiceArgs.pool.dedicated_slices"),
+    ({"pool": ["big"]}, "SharedPathwaysServiceArgs.pool"),
+    ({"project": ""}, "SharedPathwaysServiceArgs.project"),
 ])
 def test_service_bad_args_name_the_field_and_register_nothing(config, changes, path, registrations):
     with pytest.raises(ConfigError) as raised:

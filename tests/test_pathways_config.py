@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import copy
 from typing import Any
 
 import pytest
 
+from tpuplane.infra import stack_args
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.service import machine_shape, pathways_cpu_requirements, scratch_bucket_name
@@ -115,7 +118,7 @@ def test_plan_pathways_grants_the_default_namespace_without_teams(raw):
 def test_plan_pathways_sidecar_jax_defaults_to_the_service_jax(raw):
     cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar={"requirements": "sidecar/requirements.txt"}))
     assert cfg.pathways.sidecar_jax_version == "0.10.0"
-    assert plan_pathways(cfg).build_sidecar
+    assert stack_args.sidecar_args(cfg, Path("/project"))["jax_version"] == "0.10.0"
 
 
 def test_plan_pathways_sidecar_jax_defaults_to_the_jax_tag_of_the_server_image(raw):
@@ -151,9 +154,10 @@ def test_pathways_rejects_sidecar_requirements_outside_the_build_context(raw, re
         ("tpuplane:pathways.sidecar.requirements", requirements)]
 
 
-def test_plan_pathways_runs_a_ready_sidecar_image_without_building(raw):
-    plan = plan_pathways(load_stack_config(pathways(raw, sidecar={"image": "us-docker.pkg.dev/p/r/side:v1"})))
-    assert (plan.sidecar_image, plan.build_sidecar) == ("us-docker.pkg.dev/p/r/side:v1", False)
+def test_stack_runs_a_ready_sidecar_image_without_building(raw):
+    cfg = load_stack_config(pathways(raw, sidecar={"image": "us-docker.pkg.dev/p/r/side:v1"}))
+    assert (cfg.pathways.sidecar.image, stack_args.sidecar_args(cfg, Path("/project"))) == (
+        "us-docker.pkg.dev/p/r/side:v1", None)
 
 
 def test_scratch_bucket_name_stays_within_63_characters_and_unique():

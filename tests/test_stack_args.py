@@ -4,8 +4,6 @@ the config gives. Pure: no Pulumi."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from conftest import stack_file_config
 
@@ -49,5 +47,4 @@ def test_stack_args_batch_renders_the_stacks_kueue_objects_and_controllers(cfg):
 def test_stack_args_pathways_service_plans_as_the_stack_does():
     cfg = load_stack_config(stack_file_config("pathways"))
     args = {**stack_args.service_args(cfg), "node_service_account": "nodes@acme.iam.gserviceaccount.com"}
-    stack_only = {"janitor_image": None, "sidecar_image": None, "build_sidecar": False}  # ProxyJanitor, SidecarImage
-    assert service_plan("ignored-component-name", args) == dataclasses.replace(plan_pathways(cfg), **stack_only)
+    assert service_plan("ignored-component-name", args) == plan_pathways(cfg)

@@ -77,7 +77,6 @@ class SlicePoolPlan:
     max_run_duration: str | None
     queued_provisioning: bool
     reservation_affinity: ReservationAffinity | None
-    reservation_in_stack: str | None  # name of a reservation this stack creates, to depend on
     labels: dict[str, str]
     taints: list[dict[str, str]]
     auto_repair: bool
@@ -115,14 +114,12 @@ def _reservation_affinity(pool: TpuPoolConfig) -> ReservationAffinity | None:
 
 def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
     """Every pool of one stack config entry. Pure: the same config gives the same plan."""
-    stack_reservation = cfg.stack_reservation(pool)
     return plan_slice_group(pool, cluster_name=cfg.cluster.name, dedicated_slices=cfg.service_slices(pool),
-                            dedicated_owner=cfg.pathways.name if cfg.pathways else None,
-                            reservation_in_stack=stack_reservation.name if stack_reservation else None)
+                            dedicated_owner=cfg.pathways.name if cfg.pathways else None)
 
 
 def plan_slice_group(pool: TpuPoolConfig, *, cluster_name: str, dedicated_slices: int = 0,
-                     dedicated_owner: str | None = None, reservation_in_stack: str | None = None) -> PoolGroupPlan:
+                     dedicated_owner: str | None = None) -> PoolGroupPlan:
     """Every pool of one group of slices, on any cluster: what `TpuSlicePool` creates. The first
     `dedicated_slices` are held by `dedicated_owner` (a Shared Pathways Service) outside Kueue."""
     spec = pool.spec
@@ -130,7 +127,6 @@ def plan_slice_group(pool: TpuPoolConfig, *, cluster_name: str, dedicated_slices
               if spec.needs_workload_policy else None)
     mode = capacity_mode(pool.capacity.value)
     from_zero = mode.scales_from_zero
-    in_stack = reservation_in_stack
     dedicated = dedicated_slices if dedicated_owner else 0
 
     def labels(i: int) -> dict[str, str]:
@@ -156,7 +152,6 @@ def plan_slice_group(pool: TpuPoolConfig, *, cluster_name: str, dedicated_slices
             max_run_duration=pool.max_run_duration,
             queued_provisioning=pool.capacity is Capacity.QUEUED,
             reservation_affinity=_reservation_affinity(pool),
-            reservation_in_stack=in_stack,
             labels=labels(i),
             taints=taints(i),
             # Flex-start and queued nodes are released, not repaired (GKE rejects auto-repair on them).

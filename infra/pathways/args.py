@@ -4,16 +4,33 @@ the component registers anything; errors name the Args field."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from tpuplane.infra.args import check_args, model_from_args, reject_unknown, renamed, require_text
-from tpuplane.infra.config import TpuPoolConfig, tpu_type_problem
-from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways.config import PathwaysConfig, PathwaysPlan, cpu_pool_problems, plan_service, \
-    service_problems
-from tpuplane.infra.pathways.proxy import JanitorSpec, janitor_problems
+from tpuplane.infra.args import (
+    given,
+    model_from_args,
+    reject_unknown,
+    renamed,
+    require_text,
+    snake_paths,
+    text_list_problems,
+    text_problems,
+)
+from tpuplane.infra.config import CpuPoolConfig, TpuPoolConfig, tpu_type_problem
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, PROJECT_ID, REGION
+from tpuplane.infra.pathways.config import (
+    PathwaysConfig,
+    PathwaysPlan,
+    cpu_pool_problems,
+    plan_service,
+    service_problems,
+    service_slices,
+)
+from tpuplane.infra.pathways.proxy import IMAGE_REFERENCE, JanitorSpec, janitor_problems
 from tpuplane.infra.pathways.sidecar_check import check_sidecar
 from tpuplane.infra.pathways.sidecar_image import (
     DEFAULT_JAX_VERSION,
@@ -34,39 +51,67 @@ _SERVICE_PATHS = {"tpuplane:pathways.name": f"{SERVICE_ARGS}.service_name",
                   "tpuplane:pathways": SERVICE_ARGS}
 _JANITOR_FIELDS = {"namespace": "namespace", "image": "image", "schedule": "schedule",
                    "stale_after_seconds": "stale_after_seconds", "object_name": "name"}
-DEFAULT_CPU_MACHINE_TYPE = "n2-standard-16"
+_POOL_FIELDS = ("name", "tpu_type", "slices", "capacity", "machine_type", "max_run_duration")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]+")
+_NAMESPACE = re.compile(f"(?=.{{1,{K8S_LABEL_VALUE_MAX}}}$){DNS_LABEL.pattern}")
+_MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*-[a-z0-9-]+")
+
+
+def _service_field_problems(args: Mapping[str, Any]) -> list[Problem]:
+    """The fields no stack config rule reads: where the service lives, who its nodes are, which images it runs."""
+    problems = text_problems(args, SERVICE_ARGS, "project", pattern=PROJECT_ID, allowed="a GCP project id")
+    problems += text_problems(args, SERVICE_ARGS, "region", pattern=REGION, allowed="a region, e.g. us-east5")
+    problems += text_problems(args, SERVICE_ARGS, "cluster_name", pattern=DNS_LABEL, allowed="a GKE cluster name")
+    problems += text_problems(args, SERVICE_ARGS, "node_service_account", pattern=_EMAIL,
+                              allowed="the nodes' service account email", output_ok=True)
+    problems += text_problems(args, SERVICE_ARGS, "sidecar_image", required=False, output_ok=True,
+                              pattern=IMAGE_REFERENCE, allowed="an image reference")
+    problems += text_problems(args, SERVICE_ARGS, "cpu_pool_name", pattern=DNS_LABEL, required=False,
+                              allowed="a GKE node pool name")
+    problems += text_problems(args, SERVICE_ARGS, "cpu_machine_type", required=False, pattern=_MACHINE_TYPE,
+                              allowed="a Compute Engine machine type, e.g. n2-standard-32")
+    problems += text_problems(args, SERVICE_ARGS, "service_name", required=False, allowed="a DNS label")
+    problems += text_list_problems(args, SERVICE_ARGS, "client_namespaces", pattern=_NAMESPACE,
+                                   allowed="a namespace name")
+    return problems
 
 
 def service_plan(name: str, args: Mapping[str, Any]) -> PathwaysPlan:
     """`SharedPathwaysServiceArgs` checked by the stack config's Pathways rules, and the service planned from them
     (named `service_name`, default `name`)."""
-    check_args(args, SERVICE_ARGS)
+    args = given(args, SERVICE_ARGS)
     reject_unknown(args, SERVICE_ARGS, _SERVICE_ARGS_FIELDS)
-    require_text(args, SERVICE_ARGS, ("project", "region", "cluster_name"))
-    check_args(args.get("pool"), f"{SERVICE_ARGS}.pool")
+    problems = _service_field_problems(args)
+    if problems:
+        raise ConfigError(problems)
     pool_path = f"{SERVICE_ARGS}.pool"
-    pool = model_from_args(TpuPoolConfig, {k: v for k, v in args["pool"].items() if k != "dedicated_slices"},
-                           pool_path)
+    raw_pool = given(args.get("pool"), pool_path)
+    reject_unknown(raw_pool, pool_path, (*_POOL_FIELDS, "dedicated_slices"))
+    pool = model_from_args(TpuPoolConfig, {k: v for k, v in raw_pool.items() if k != "dedicated_slices"}, pool_path)
     bad_type = tpu_type_problem(f"{pool_path}.tpuType", pool.tpu_type, pool.machine_type)
     if bad_type:
-        raise ConfigError(renamed([bad_type], {pool_path: pool_path}))
-    namespaces = args.get("client_namespaces") or []
-    if not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces):
-        raise ConfigError.at(f"{SERVICE_ARGS}.client_namespaces", namespaces, "a list of namespace names")
+        raise ConfigError(snake_paths([bad_type]))
+    namespaces = args.get("client_namespaces", [])
     service = {"name": args.get("service_name") or name, "tpu_pool": pool.name,
                **{field: args[field] for field in _SERVICE_FIELDS if field in args}}
     pw = model_from_args(PathwaysConfig, service, SERVICE_ARGS)
     problems = service_problems(pw, pool, namespaces)
-    problems += cpu_pool_problems(str(args.get("cpu_machine_type", DEFAULT_CPU_MACHINE_TYPE)))
+    problems += cpu_pool_problems(args.get("cpu_machine_type") or CpuPoolConfig.model_fields["machine_type"].default)
     if problems:
         raise ConfigError(renamed(problems, _SERVICE_PATHS))
+    dedicated = raw_pool.get("dedicated_slices")
+    if dedicated is not None and dedicated != service_slices(pw, pool):
+        raise ConfigError.at(f"{pool_path}.dedicated_slices", dedicated,
+                             f"the service's slices ({service_slices(pw, pool)}), or unset",
+                             "the slices the service holds are the ones Kueue must not get: give the pool group "
+                             "and the service the same number")
     return plan_service(pw, pool, project=args["project"], cluster_name=args["cluster_name"],
                         client_namespaces=namespaces)
 
 
 def janitor_spec(args: Mapping[str, Any]) -> JanitorSpec:
     """`ProxyJanitorArgs` as the janitor's spec, checked by the same rules as the stack's janitors."""
-    check_args(args, JANITOR_ARGS)
+    args = given(args, JANITOR_ARGS)
     reject_unknown(args, JANITOR_ARGS, _JANITOR_FIELDS)
     require_text(args, JANITOR_ARGS, [f for f in ("namespace", "image", "schedule", "object_name")
                                       if f in args or f in ("namespace", "image")])
@@ -99,7 +144,7 @@ class SidecarBuild:
 def sidecar_build(args: Mapping[str, Any]) -> SidecarBuild:
     """Everything that would stop the sidecar build, before any resource: the base image for the JAX version, the
     build context, requirement conflicts with the base image's pins, and files the build would not receive."""
-    check_args(args, SIDECAR_ARGS)
+    args = given(args, SIDECAR_ARGS)
     reject_unknown(args, SIDECAR_ARGS, [f for f in SidecarBuild.__dataclass_fields__ if f != "base"])
     require_text(args, SIDECAR_ARGS, [f for f in ("project", "region", "requirements_file", "jax_version",
                                                   "repository_id", "image_name") if f in args or f in ("project",

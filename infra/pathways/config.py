@@ -348,10 +348,7 @@ class PathwaysPlan:
     create_bucket: bool
     gcs_scratch_location: str
     client_namespaces: list[str]
-    janitor_image: str | None
     service_address: str
-    sidecar_image: str | None  # a ready image (sidecar.image)
-    build_sidecar: bool  # sidecar.requirements: the stack builds a SidecarImage and passes its image_ref
 
     @property
     def instance_type(self) -> str:
@@ -405,10 +402,7 @@ def plan_service(pw: PathwaysConfig, pool: "TpuPoolConfig", *, project: str, clu
         create_bucket=pw.gcs_bucket is None,
         gcs_scratch_location=location,
         client_namespaces=sorted(set(client_namespaces)),
-        janitor_image=pw.janitor_image,
         service_address=pathways_service_address(pw.name),
-        sidecar_image=pw.sidecar.image if pw.sidecar is not None else None,
-        build_sidecar=pw.sidecar is not None and pw.sidecar.image is None,
     )
 
 

@@ -47,7 +47,7 @@ DEFAULT_STALE_AFTER_SECONDS = 600  # 20 missed heartbeats at the client's defaul
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_LABEL_MAX = 63
 _DNS_NAME_MAX = 253
-_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*(@sha256:[0-9a-f]{64})?$")
+IMAGE_REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*(@sha256:[0-9a-f]{64})?$")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._\-]*[a-z0-9]$")
 _IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 _CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
@@ -214,7 +214,7 @@ def parse_gcs_location(location: str, *, path: str = "gcs_bucket") -> str:
 
 def parse_image(image: str, *, path: str = "proxy_image") -> str:
     """A container image reference; the proxy's tag must equal the service's server image tag."""
-    if not isinstance(image, str) or not _IMAGE.match(image) or len(image) > 512:
+    if not isinstance(image, str) or not IMAGE_REFERENCE.match(image) or len(image) > 512:
         raise ConfigError.at(path, image, "an image reference such as " + EXAMPLE_PROXY_IMAGE,
                              "use the proxy_server image with the same tag as the service's server image")
     return image
