@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
+from tpuplane.components.options import child_options
 from tpuplane.infra.args import given
 from tpuplane.infra.batch.args import platform_from_args
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
@@ -58,6 +59,7 @@ class BatchStack(pulumi.ComponentResource):
         platform = platform_from_args(args)  # every check before the component registers anything
         cpu_pool_name = args.get("cpu_pool_name", CPU_POOL_NAME)
         super().__init__("tpuplane:index:BatchStack", name, {}, opts)
+        self._opts = opts  # children wait for what the caller's depends_on names
 
         kueue, jobset = controller_releases(platform, cpu_pool_name)
         self.kueue_release = self._release(kueue)
@@ -96,15 +98,15 @@ class BatchStack(pulumi.ComponentResource):
                 name=release.name, chart=release.chart, version=release.version, namespace=release.namespace,
                 create_namespace=True, values=release.values, timeout=600,
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=child_options(self, self._opts),
         )
 
     def _webhook_gate(self, kueue_version: str) -> pulumi.Resource:
         *setup, job = render_webhook_probe(kueue_version)
         prerequisites = [self._apply(m, [self.kueue_release]) for m in setup]
-        return manifest_resource(job, pulumi.ResourceOptions(
-            parent=self, depends_on=[self.kueue_release, *prerequisites],
+        return manifest_resource(job, child_options(
+            self, self._opts, depends_on=[self.kueue_release, *prerequisites],
             custom_timeouts=pulumi.CustomTimeouts(create=WEBHOOK_PROBE_TIMEOUT, update=WEBHOOK_PROBE_TIMEOUT)))
 
     def _apply(self, manifest: dict[str, Any], depends_on: Sequence[pulumi.Resource]) -> pulumi.Resource:
-        return manifest_resource(manifest, pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)))
+        return manifest_resource(manifest, child_options(self, self._opts, depends_on=depends_on))

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from tpuplane.components.options import child_options
 from tpuplane.infra.args import given
 from tpuplane.infra.fleet.args import cluster_config
 from tpuplane.infra.fleet.cluster import (
@@ -111,7 +112,7 @@ class TpuCluster(pulumi.ComponentResource):
         project, region = args["project"], args["region"]
         plan = plan_cluster(c, project=project, region=region, multi_networking=args.get("multi_networking", False))
         super().__init__("tpuplane:index:TpuCluster", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_options(self, opts)
 
         self.node_service_account = gcp.serviceaccount.Account(
             f"{name}-nodes", project=project, account_id=plan.service_account_id,
@@ -166,7 +167,7 @@ class TpuCluster(pulumi.ComponentResource):
             resource_labels=plan.resource_labels,
             # The default pool's node config only lives until that pool is removed; reading it back afterwards
             # must not propose replacing the cluster (the GKE modules' `ignore_changes = [node_config]`).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=grants, ignore_changes=["nodeConfig"]),
+            opts=child_options(self, opts, depends_on=grants, ignore_changes=["nodeConfig"]),
         )
 
         self.cpu_pool = gcp.container.NodePool(
@@ -190,7 +191,7 @@ class TpuCluster(pulumi.ComponentResource):
                     enable_secure_boot=True, enable_integrity_monitoring=True),
             ),
             # The autoscaler owns the size; a changed initial count must not replace the system pool.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
+            opts=child_options(self, opts, ignore_changes=["initialNodeCount"]),
         )
 
         self.kubeconfig = pulumi.Output.all(self.cluster.name, self.cluster.endpoint,
@@ -198,7 +199,7 @@ class TpuCluster(pulumi.ComponentResource):
             lambda a: render_kubeconfig(a[0], a[1], a[2]))
         # Kubernetes objects wait for the CPU pool: controllers and webhooks need somewhere to run.
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig,
-                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_pool]))
+                                     opts=child_options(self, opts, depends_on=[self.cpu_pool]))
 
         self.cluster_name = self.cluster.name
         self.location = pulumi.Output.from_input(plan.location)

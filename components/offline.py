@@ -130,7 +130,7 @@ class _RecordingMonitor(_mocks.MockMonitor):
         self.recorded: list[PlannedResource] = []
         self.aliases: dict[str, tuple[str, ...]] = {}
 
-    def make_urn(self, parent: str, type_: str, name: str) -> str:
+    def make_urn(self, parent: str, type_: str, name: str, stack: str = "", project: str = "") -> str:
         """URNs as the engine makes them, so plans name resources as `pulumi preview` does: a child's type is
         qualified by every ancestor's type, and the root stack qualifies nothing (the stock mock monitor keeps
         only the parent's last type and prefixes the stack's)."""
@@ -138,14 +138,15 @@ class _RecordingMonitor(_mocks.MockMonitor):
             qualified = parent.split("::")[2]
             if qualified != "pulumi:pulumi:Stack":
                 type_ = f"{qualified}${type_}"
-        return "urn:pulumi:" + "::".join([pulumi.get_stack(), pulumi.get_project(), type_, name])
+        return "urn:pulumi:" + "::".join([stack or pulumi.get_stack(), project or pulumi.get_project(), type_, name])
 
     def alias_urns(self, request, urn: str) -> tuple[str, ...]:
         """The engine's reading of `aliases`: each alias names an earlier name, type or parent, and a child also
         answers to each earlier URN of its parent (its name re-prefixed when it starts with the parent's name,
         the `{name}-suffix` convention), as Pulumi's SDK spells it in `all_aliases`."""
         own = [alias.urn or self.make_urn("" if alias.spec.noParent else alias.spec.parentUrn or request.parent,
-                                          alias.spec.type or request.type, alias.spec.name or request.name)
+                                          alias.spec.type or request.type, alias.spec.name or request.name,
+                                          alias.spec.stack, alias.spec.project)
                for alias in request.aliases]
         found = list(own)
         parent_name = request.parent.rpartition("::")[2]

@@ -1,6 +1,6 @@
 """Resource options a component hands on to its children."""
 
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 import pulumi
 
@@ -14,3 +14,10 @@ def caller_dependencies(opts: Optional[pulumi.ResourceOptions]) -> list[pulumi.R
     if isinstance(deps, pulumi.Resource):
         return [deps]
     return list(deps)
+
+
+def child_options(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions], *,
+                  depends_on: Sequence[pulumi.Resource] = (), **options: Any) -> pulumi.ResourceOptions:
+    """A child's options: parented to the component, waiting for what the caller's `depends_on` names and for
+    `depends_on`."""
+    return pulumi.ResourceOptions(parent=parent, depends_on=[*caller_dependencies(opts), *depends_on], **options)

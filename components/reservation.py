@@ -5,6 +5,7 @@ from typing import NotRequired, Optional, TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
+from tpuplane.components.options import child_options
 from tpuplane.infra.args import given
 from tpuplane.infra.fleet.args import reservation_config
 from tpuplane.infra.fleet.cluster import reservation_deletion_policy
@@ -59,7 +60,7 @@ class TpuReservation(pulumi.ComponentResource):
                     machine_type=res.spec.machine_type,
                     # Only PERIODIC is sent; absent means GKE's AS_NEEDED. Pools must match it.
                     maintenance_interval="PERIODIC" if res.maintenance_interval == "PERIODIC" else None)),
-            opts=pulumi.ResourceOptions(parent=self))
+            opts=child_options(self, opts))
         self.reservation_name = self.reservation.name
         self.vm_count = pulumi.Output.from_input(res.vms)
         self.register_outputs({"reservation_name": self.reservation_name, "vm_count": self.vm_count})

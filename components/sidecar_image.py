@@ -19,6 +19,7 @@ import pulumi
 import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
 
+from tpuplane.components.options import child_options
 from tpuplane.infra.pathways.args import SidecarBuild, sidecar_build
 from tpuplane.infra.pathways.sidecar_image import DOCKERFILE, image_tag
 
@@ -65,7 +66,7 @@ class SidecarImage(pulumi.ComponentResource):
         dockerfile = build.context_dir / DOCKERFILE
 
         super().__init__("tpuplane:index:SidecarImage", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_options(self, opts)
 
         repository = gcp.artifactregistry.Repository(
             f"{name}-repository",

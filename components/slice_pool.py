@@ -6,10 +6,16 @@ import pulumi
 import pulumi_gcp as gcp
 
 from tpuplane.components.batch_args import KueuePoolArgs
-from tpuplane.components.options import caller_dependencies
+from tpuplane.components.options import child_options
 from tpuplane.infra.args import given
 from tpuplane.infra.batch.platform import kueue_pool_of
-from tpuplane.infra.fleet.args import PENDING_RESERVATION, slice_pool_cluster_name, slice_pool_config
+from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.fleet.args import (
+    PENDING_RESERVATION,
+    reservation_name_problems,
+    slice_pool_cluster_name,
+    slice_pool_config,
+)
 from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
 from tpuplane.infra.fleet.nodepools import PoolGroupPlan, SlicePoolPlan, plan_slice_group
 
@@ -119,6 +125,13 @@ class TpuSlicePoolArgs(TypedDict):
     """The service that holds `dedicated_slices`: its name labels and taints those pools."""
 
 
+def _checked_reservation(pool, value: object, project: str) -> str:
+    problems = reservation_name_problems(pool, value, project)
+    if problems:
+        raise ConfigError(problems)
+    return str(value)
+
+
 class TpuSlicePool(pulumi.ComponentResource):
     """All slices of one group; multi-slice = N node pools, named by slice index. Works on any cluster.
 
@@ -135,6 +148,8 @@ class TpuSlicePool(pulumi.ComponentResource):
         reservation = args.get("reservation") if isinstance(args, dict) else None
         pending = isinstance(reservation, pulumi.Output)  # another resource's name, known once it exists
         pool = slice_pool_config(name, {**args, "reservation": PENDING_RESERVATION} if pending else args)
+        if pending:  # the rest of the rules judge it once the other resource gives its name
+            reservation = reservation.apply(lambda value: _checked_reservation(pool, value, args["project"]))
         plan = plan_slice_group(pool, cluster_name=slice_pool_cluster_name(args) or "",
                                 dedicated_slices=args.get("dedicated_slices", 0),
                                 dedicated_owner=args.get("dedicated_owner"))
@@ -142,7 +157,7 @@ class TpuSlicePool(pulumi.ComponentResource):
         self._plan = plan
         self._dedicated_slices = args.get("dedicated_slices", 0)
         project, zone = args["project"], args["zone"]
-        child = pulumi.ResourceOptions(parent=self, depends_on=caller_dependencies(opts))
+        child = child_options(self, opts)
         self._workload_policy = None
         policy_name = None
         if plan.workload_policy is not None:

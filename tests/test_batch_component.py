@@ -121,12 +121,13 @@ def test_tpu_workload_waits_for_jobset_release_webhook_and_queues():
     assert jobset.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
 
 
-def test_tpu_workload_for_a_type_no_pool_provides_fails_before_registering():
+def test_tpu_workload_for_a_type_no_pool_provides_fails_before_registering(registrations):
     workload = {"name": "train", "queue": "research", "namespace": "research",
                 "jobs": [{"tpuType": "v5p-128", "image": "i", "command": "c"}]}
     with pytest.raises(ConfigError) as exc:
         run(lambda batch: TpuWorkload("train", workload_args(workload)))
     assert exc.value.problems[0].path == "TpuWorkloadArgs.workload.jobs[0].tpuType"
+    assert not [r for r in registrations if r.startswith("tpuplane:index:TpuWorkload")]
 
 
 def test_tpu_experiment_creates_one_jobset_per_trial():

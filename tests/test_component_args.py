@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pulumi
+import pulumi_gcp
 import pytest
 
 from tpuplane.components import (
@@ -118,3 +120,15 @@ def test_component_args_list_entries_are_named_by_index(registrations):
     with pytest.raises(ConfigError) as raised:
         construct(BatchStack, {"teams": [{"name": "a", "share": 0.5}, {"name": "b", "share": 1.5}]})
     assert [p.path for p in raised.value.problems] == ["BatchStackArgs.teams[1].share"]
+
+
+@pytest.mark.parametrize("component", list(VALID), ids=lambda c: c.__name__)
+def test_component_children_wait_for_what_the_callers_depends_on_names(component):
+    def program() -> None:
+        gate = pulumi_gcp.storage.Bucket("gate", name="gate", location="US")
+        component("subject", copy.deepcopy(VALID[component]), opts=pulumi.ResourceOptions(depends_on=[gate]))
+
+    plan = run_under_mocks(program, {})
+    gate = plan.named("gate").urn
+    children = [r for r in plan.resources if r.custom and r.urn != gate and "tpuplane:index:" in r.urn]
+    assert children and all(gate in r.depends_on for r in children)

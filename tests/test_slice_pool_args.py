@@ -67,3 +67,35 @@ def test_tpu_slice_pool_waits_for_a_reservation_given_by_its_name_output():
     for pool in result.of_type(NODE_POOL):
         assert reservation.urn in pool.depends_on
         assert pool.inputs["nodeConfig"]["reservationAffinity"]["values"] == ["v5p-res"]
+
+
+def test_tpu_slice_pool_judges_a_reservation_name_output_once_it_is_known():
+    """From other Pulumi languages every Input is an Output: its value meets the same rules when it resolves."""
+    with pytest.raises(Exception) as raised:  # Pulumi reports it while it resolves the node pools' inputs
+        plan(lambda: TpuSlicePool("train", existing_cluster_args(
+            tpu_type="v5p-128", capacity="reservation",
+            reservation=pulumi.Output.from_input("projects/other-proj/reservations/r/reservationBlocks/b"))))
+    causes = [raised.value]
+    while causes[-1].__cause__ is not None:
+        causes.append(causes[-1].__cause__)
+    [error] = [cause for cause in causes if isinstance(cause, ConfigError)]
+    assert [p.path for p in error.problems] == ["TpuSlicePoolArgs.reservation"]
+
+
+@pytest.mark.parametrize("changes, path", [
+    ({"project": 7}, "TpuSlicePoolArgs.project"),
+    ({"zone": "nozone"}, "TpuSlicePoolArgs.zone"),
+    ({"location": ""}, "TpuSlicePoolArgs.location"),
+    ({"cluster": ["their-cluster"]}, "TpuSlicePoolArgs.cluster"),
+    ({"cluster_name": 123}, "TpuSlicePoolArgs.cluster_name"),
+    ({"service_account": {"email": "x"}}, "TpuSlicePoolArgs.service_account"),
+    ({"group": "Bad_Group"}, "TpuSlicePoolArgs.group"),
+    ({"dedicated_slices": 1}, "TpuSlicePoolArgs.dedicated_owner"),
+    ({"dedicated_slices": 1, "dedicated_owner": "Bad Owner!"}, "TpuSlicePoolArgs.dedicated_owner"),
+    ({"colour": "blue"}, "TpuSlicePoolArgs.colour"),
+])
+def test_tpu_slice_pool_hostile_args_are_named_and_register_nothing(changes, path, registrations):
+    with pytest.raises(ConfigError) as raised:
+        plan(lambda: TpuSlicePool("train", existing_cluster_args(**changes)))
+    assert path in [p.path for p in raised.value.problems]
+    assert registrations == []

@@ -111,6 +111,16 @@ def slice_pool_config(name: str, args: Mapping[str, Any]) -> TpuPoolConfig:
     return pool
 
 
+def reservation_name_problems(pool: TpuPoolConfig, value: object, project: str) -> list[Problem]:
+    """The reservation rules for a name known only once another resource exists (`PENDING_RESERVATION` stood in
+    while the rest of the Args was checked)."""
+    if not isinstance(value, str):
+        return [Problem(f"{POOL_ARGS}.reservation", value, "a reservation name")]
+    named = pool.model_copy(update={"reservation": value})
+    return [p for p in snake_paths(pool_problems(named, POOL_ARGS, cluster_name="", project=project))
+            if p.path == f"{POOL_ARGS}.reservation"]
+
+
 def reservation_config(name: str, args: Mapping[str, Any]) -> ReservationConfig:
     """`TpuReservationArgs` as one `tpuplane:reservations` entry named `name` unless the Args name it."""
     args = given(args, RESERVATION_ARGS)
