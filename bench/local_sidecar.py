@@ -95,7 +95,7 @@ def identity(value):
 
 def wire_bytes(value) -> int:
     """What one call of identity(value) writes: header, frame lengths, pickled function and arguments, buffers."""
-    frames = [cloudpickle.dumps(identity, protocol=5), *wire.dump_payload(((value,), {}))]
+    frames = [wire.FUNCTION_ID.pack(1), cloudpickle.dumps(identity, protocol=5), *wire.dump_payload(((value,), {}))]
     return wire.HEADER.size + 8 * len(frames) + sum(memoryview(frame).nbytes for frame in frames)
 
 

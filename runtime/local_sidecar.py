@@ -27,6 +27,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import itertools
 import math
 import os
 import secrets
@@ -186,7 +187,10 @@ class LocalSidecar:
         self._poll = select.poll()
         self._next_id = 1
         self._pending: set[int] = set()  # ids of requests sent whose reply has not been read yet
-        self._pickled_functions: weakref.WeakKeyDictionary[types.FunctionType, bytes] = weakref.WeakKeyDictionary()
+        # Each function object: the id the worker keeps it under, and its pickle (see `call`).
+        self._functions: weakref.WeakKeyDictionary[types.FunctionType, tuple[bytes, bytes]] = \
+            weakref.WeakKeyDictionary()
+        self._function_ids = itertools.count(1)  # never reused, even once a function object is gone
         self._exit_deadline: float | None = None  # once the worker has exited: until when its connection is read
         self._closed = False
 
@@ -407,25 +411,29 @@ class LocalSidecar:
 
         A function (a `def` or a lambda) is pickled once per sidecar, as `jax.experimental.colocated_python`
         pickles it once per specialization, and the worker unpickles it once: the globals and closure values it
-        carries by value are those of its first call, and its state in the worker lasts from call to call.
+        carries by value are those of its first call, and its state in the worker lasts from call to call (for
+        the 128 functions called last; two function objects never share state, however alike).
         """
         try:
-            frames = [self._pickled_function(fn), *wire.dump_payload((args, kwargs))]
+            frames = [*self._pickled_function(fn), *wire.dump_payload((args, kwargs))]
         except Exception as exc:
             raise SidecarPicklingError(_describe_unpicklable(fn, args, kwargs, exc)) from exc
         reply = self._request(protocol.CALL, frames=frames, expect=protocol.RESULT, what=_name_of(fn),
                               timeout=timeout)
         return wire.load_payload(reply.frames)
 
-    def _pickled_function(self, fn: Callable[..., Any]) -> bytes:
-        """cloudpickle `fn`, a function only the first time: pickling one by value costs more than the whole round
-        trip of a small call. Other callables (partials, objects with __call__) may change between calls."""
+    def _pickled_function(self, fn: Callable[..., Any]) -> tuple[bytes, bytes]:
+        """The function's id frame and its cloudpickle, pickled once per function object: pickling one by value
+        costs more than the whole round trip of a small call. The worker keeps the function under that id, so
+        two function objects never share one, whatever their pickles. Other callables (partials, objects with
+        __call__) may change between calls: id 0, pickled and unpickled on every call."""
         if type(fn) is not types.FunctionType:
-            return protocol.require_cloudpickle().dumps(fn, protocol=5)
-        pickled = self._pickled_functions.get(fn)
-        if pickled is None:
-            pickled = self._pickled_functions[fn] = protocol.require_cloudpickle().dumps(fn, protocol=5)
-        return pickled
+            return wire.FUNCTION_ID.pack(0), protocol.require_cloudpickle().dumps(fn, protocol=5)
+        known = self._functions.get(fn)
+        if known is None:
+            known = self._functions[fn] = (wire.FUNCTION_ID.pack(next(self._function_ids)),
+                                           protocol.require_cloudpickle().dumps(fn, protocol=5))
+        return known
 
     def _request(self, type_: str, meta: dict[str, Any] | None = None, frames: Sequence[Any] = (), *, expect: str,
                  what: str | None = None, timeout: float | None = None,

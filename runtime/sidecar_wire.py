@@ -30,6 +30,8 @@ from tpuplane.runtime.sidecar_protocol import PeerClosed, ProtocolError
 MAGIC = b"TPS\x02"
 HEADER = struct.Struct("<4sB3xIIQ")  # magic, type code, frame count, metadata bytes, request id
 _LENGTH_BYTES = 8  # each frame's length, little-endian
+# A call's first frame: the id the worker keeps its function under (0: not kept), then the function's pickle.
+FUNCTION_ID = struct.Struct("<Q")
 TYPES = (protocol.HELLO, protocol.CAPABILITY_PROBE, protocol.CAPABILITIES, protocol.CALL, protocol.RESULT,
          protocol.ERROR, protocol.SHUTDOWN, protocol.BYE)
 _CODES = {name: code for code, name in enumerate(TYPES)}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import functools
 import os
 import pickle
 import signal
@@ -26,6 +25,7 @@ import socket
 import sys
 import time
 import traceback
+from collections import OrderedDict
 from typing import Any
 
 from tpuplane.runtime import sidecar_protocol as protocol
@@ -34,10 +34,9 @@ from tpuplane.runtime import sidecar_wire as wire
 _PR_SET_CHILD_SUBREAPER = 36
 MAX_ERROR_MESSAGE_CHARS = 64 * 1024  # an exception's message in an error reply; the rest is cut with a marker
 MAX_TRACEBACK_CHARS = 256 * 1024
-# Unpickled functions kept for later calls. A larger pickle carries big data by value: it is not kept (nor hashed
-# to be looked up) but unpickled for each call.
+# Unpickled functions kept for later calls, by the id the client gave each function object (least recently used
+# first out).
 MAX_CACHED_FUNCTIONS = 128
-MAX_CACHED_FUNCTION_BYTES = 64 * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,10 +148,10 @@ def _serve(sock: socket.socket) -> None:
 def _run_call(frames: list[Any]) -> tuple[str, dict[str, Any] | None, list[Any]]:
     """Each phase that can fail names itself, so the client can tell a missing dependency from a bug."""
     try:
-        if len(frames) < 2:
-            raise protocol.ProtocolError(f"a call carries a function and its arguments, not {len(frames)} frames")
-        fn = _load_function(frames[0])
-        args, kwargs = wire.load_payload(frames[1:])
+        if len(frames) < 3 or len(frames[0]) != wire.FUNCTION_ID.size:
+            raise protocol.ProtocolError("a call carries a function id, the function and its arguments")
+        fn = _load_function(wire.FUNCTION_ID.unpack(frames[0])[0], frames[1])
+        args, kwargs = wire.load_payload(frames[2:])
     except BaseException as exc:  # noqa: BLE001 - any failure to unpickle is the caller's to see
         return protocol.ERROR, _error_meta(exc, "load"), []
     try:
@@ -165,15 +164,20 @@ def _run_call(frames: list[Any]) -> tuple[str, dict[str, Any] | None, list[Any]]
         return protocol.ERROR, _error_meta(exc, "dump"), []
 
 
-def _load_function(pickled: Any) -> Any:
-    if len(pickled) > MAX_CACHED_FUNCTION_BYTES:
+_functions: OrderedDict[int, Any] = OrderedDict()
+
+
+def _load_function(function_id: int, pickled: Any) -> Any:
+    """The function the client knows by `function_id`, unpickled at its first call and kept (0: never kept)."""
+    if not function_id:
         return pickle.loads(pickled)
-    return _load_small_function(bytes(pickled))
-
-
-@functools.lru_cache(maxsize=MAX_CACHED_FUNCTIONS)
-def _load_small_function(pickled: bytes) -> Any:
-    return pickle.loads(pickled)
+    fn = _functions.get(function_id)
+    if fn is None:
+        fn = _functions[function_id] = pickle.loads(pickled)
+        if len(_functions) > MAX_CACHED_FUNCTIONS:
+            _functions.popitem(last=False)
+    _functions.move_to_end(function_id)
+    return fn
 
 
 def _error_meta(exc: BaseException, phase: str) -> dict[str, Any]:

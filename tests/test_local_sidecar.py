@@ -674,3 +674,19 @@ def test_sidecar_worker_ships_no_test_switches():
                                capture_output=True, text=True, check=True).stdout
     assert "--connect" in help_text
     assert "--fault" not in help_text and "--report-versions" not in help_text
+
+
+def make_counter():
+    count = 0
+
+    def counter():
+        nonlocal count
+        count += 1
+        return count
+    return counter
+
+
+def test_local_sidecar_two_equal_closures_keep_their_own_state(sidecar):
+    """Two function objects with the same pickle are two functions in the worker, as in the client."""
+    first, second = make_counter(), make_counter()
+    assert [sidecar.call(first), sidecar.call(first), sidecar.call(second), sidecar.call(first)] == [1, 2, 1, 3]
