@@ -35,7 +35,7 @@ class TpuReservationArgs(TypedDict):
 
 class TpuReservation(pulumi.ComponentResource):
     """A specific reservation only pools that name it consume. Child: `reservation` (gcp.compute.Reservation);
-    pass it in a `TpuSlicePool`'s `opts.depends_on` so the pools wait for it."""
+    give its `reservation_name` as `TpuSlicePoolArgs.reservation`, and the pools wait for it."""
 
     reservation_name: pulumi.Output[str]
     """The reservation's name, for `TpuSlicePoolArgs.reservation`."""

@@ -46,7 +46,8 @@ reservations = {res.name: TpuReservation(res.name, TpuReservationArgs(**stack_ar
 
 
 def slice_pool(pool) -> TpuSlicePool:
-    """A `tpuplane:tpuPools` entry on the stack's cluster, waiting for the stack's reservation it consumes."""
+    """A `tpuplane:tpuPools` entry on the stack's cluster, waiting for the stack's reservation it consumes (by
+    `depends_on`: the config may name it by its path, which the pools' affinity keeps)."""
     reservation = cfg.stack_reservation(pool)
     return TpuSlicePool(pool.name, TpuSlicePoolArgs(
         **stack_args.slice_pool_args(cfg, pool), cluster=cluster.cluster_name,

@@ -18,7 +18,10 @@ from tpuplane.components import BatchStack, BatchStackArgs, KueueTeamArgs, TpuSl
 config = pulumi.Config()
 cluster = dict(project=pulumi.Config("gcp").require("project"), cluster=config.require("cluster"),
                location=config.require("location"), zone=config.require("zone"),
-               service_account=config.require("nodeServiceAccount"))
+               service_account=config.require("nodeServiceAccount"),
+               # v6e pools default to GKE's automated accelerator networking, which needs a cluster with
+               # multi-networking and Dataplane V2; an existing cluster may have neither
+               accelerator_network=config.get_bool("acceleratorNetwork") or False)
 
 # Two slice groups: one node pool per slice (train-0 ... train-3, serve-0, serve-1).
 train = TpuSlicePool("train", TpuSlicePoolArgs(**cluster, tpu_type="v6e-16", slices=4, capacity="spot"))
