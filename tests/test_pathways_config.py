@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from tpuplane.infra import stack_args
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.service import machine_shape, pathways_cpu_requirements, scratch_bucket_name
-from tpuplane.infra.pathways.config import plan_pathways
+from tpuplane.infra.pathways.args import service_plan
 
 BASE: dict[str, Any] = {
     "gcp:project": "acme-ml",
@@ -30,6 +29,12 @@ BASE: dict[str, Any] = {
                                  {"name": "prod", "namespace": "prod-ml", "share": 0.5}]},
     "tpuplane:pathways": {"name": "pw", "tpuPool": "big", "jaxVersion": "0.9.0"},
 }
+
+
+def service_plan_of(cfg):
+    """The service a stack plans: its config as the component's Args (the stack's own mapping), planned."""
+    args = {**stack_args.service_args(cfg), "node_service_account": "nodes@acme-ml.iam.gserviceaccount.com"}
+    return service_plan(cfg.pathways.name, args)
 
 
 @pytest.fixture
@@ -52,31 +57,31 @@ def problems_of(raw: dict[str, Any]) -> list[tuple[str, object]]:
 # ---- what a valid config derives --------------------------------------------------------------------------------
 
 
-def test_plan_pathways_defaults_to_every_slice_of_the_pool(raw):
-    plan = plan_pathways(load_stack_config(raw))
+def test_service_plan_defaults_to_every_slice_of_the_pool(raw):
+    plan = service_plan_of(load_stack_config(raw))
     assert (plan.slices, plan.node_pools) == (2, ["big-0", "big-1"])
     assert plan.instance_type == "tpuv5:4x4x4"
 
 
-def test_plan_pathways_derives_server_and_proxy_images_from_one_jax_version(raw):
-    plan = plan_pathways(load_stack_config(raw))
+def test_service_plan_derives_server_and_proxy_images_from_one_jax_version(raw):
+    plan = service_plan_of(load_stack_config(raw))
     assert plan.server_image == "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.9.0"
     assert plan.proxy_image == "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.9.0"
 
 
-def test_plan_pathways_keeps_the_digest_of_a_given_server_image(raw):
+def test_service_plan_keeps_the_digest_of_a_given_server_image(raw):
     image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.8.0@sha256:" + "c" * 64
-    plan = plan_pathways(load_stack_config(pathways(raw, jaxVersion=None, serverImage=image)))
+    plan = service_plan_of(load_stack_config(pathways(raw, jaxVersion=None, serverImage=image)))
     assert plan.proxy_image == image.replace("/server:", "/proxy_server:")
 
 
-def test_plan_pathways_uses_a_subset_of_slices_in_pool_order(raw):
-    plan = plan_pathways(load_stack_config(pathways(raw, slices=1)))
+def test_service_plan_uses_a_subset_of_slices_in_pool_order(raw):
+    plan = service_plan_of(load_stack_config(pathways(raw, slices=1)))
     assert (plan.slices, plan.node_pools) == (1, ["big-0"])
 
 
-def test_plan_pathways_creates_a_bucket_when_none_is_given(raw):
-    plan = plan_pathways(load_stack_config(raw))
+def test_service_plan_creates_a_bucket_when_none_is_given(raw):
+    plan = service_plan_of(load_stack_config(raw))
     assert plan.create_bucket
     assert plan.gcs_scratch_location == f"gs://{plan.bucket}" == "gs://acme-ml-fleet-pw-pathways"
 
@@ -85,19 +90,19 @@ def test_plan_pathways_creates_a_bucket_when_none_is_given(raw):
     ("scratch-bucket", "scratch-bucket", "gs://scratch-bucket"),
     ("gs://scratch-bucket/pathways/", "scratch-bucket", "gs://scratch-bucket/pathways"),
 ])
-def test_plan_pathways_uses_an_existing_bucket(raw, given, bucket, location):
-    plan = plan_pathways(load_stack_config(pathways(raw, gcsBucket=given)))
+def test_service_plan_uses_an_existing_bucket(raw, given, bucket, location):
+    plan = service_plan_of(load_stack_config(pathways(raw, gcsBucket=given)))
     assert (plan.create_bucket, plan.bucket, plan.gcs_scratch_location) == (False, bucket, location)
 
 
-def test_plan_pathways_names_the_workload_policy_of_tpu7x_multi_host_pools(raw):
-    plan = plan_pathways(load_stack_config(pathways(raw, tpuPool="ir")))
+def test_service_plan_names_the_workload_policy_of_tpu7x_multi_host_pools(raw):
+    plan = service_plan_of(load_stack_config(pathways(raw, tpuPool="ir")))
     assert plan.placement_policy == "fleet-ir-wp"
     assert plan.capacity == "spot"
 
 
-def test_plan_pathways_admits_the_namespaces_of_kueue_teams(raw):
-    plan = plan_pathways(load_stack_config(raw))
+def test_service_plan_admits_the_namespaces_of_kueue_teams(raw):
+    plan = service_plan_of(load_stack_config(raw))
     assert plan.client_namespaces == ["prod-ml", "research"]
     assert plan.workload_identity_members("acme-ml") == [
         "serviceAccount:acme-ml.svc.id.goog[prod-ml/default]",
@@ -106,22 +111,22 @@ def test_plan_pathways_admits_the_namespaces_of_kueue_teams(raw):
     ]
 
 
-def test_plan_pathways_grants_the_default_namespace_without_teams(raw):
+def test_service_plan_grants_the_default_namespace_without_teams(raw):
     """Without Kueue teams, clients create their proxies in `default`: those pods need the bucket too."""
     del raw["tpuplane:kueue"]
-    assert plan_pathways(load_stack_config(raw)).workload_identity_members("acme-ml") == [
+    assert service_plan_of(load_stack_config(raw)).workload_identity_members("acme-ml") == [
         "serviceAccount:acme-ml.svc.id.goog[default/default]",
         "serviceAccount:acme-ml.svc.id.goog[pw/default]",
     ]
 
 
-def test_plan_pathways_sidecar_jax_defaults_to_the_service_jax(raw):
+def test_service_plan_sidecar_jax_defaults_to_the_service_jax(raw):
     cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar={"requirements": "sidecar/requirements.txt"}))
     assert cfg.pathways.sidecar_jax_version == "0.10.0"
     assert stack_args.sidecar_args(cfg, Path("/project"))["jax_version"] == "0.10.0"
 
 
-def test_plan_pathways_sidecar_jax_defaults_to_the_jax_tag_of_the_server_image(raw):
+def test_service_plan_sidecar_jax_defaults_to_the_jax_tag_of_the_server_image(raw):
     image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0@sha256:" + "c" * 64
     cfg = load_stack_config(pathways(raw, jaxVersion=None, serverImage=image, sidecar={}))
     assert cfg.pathways.sidecar_jax_version == "0.10.0"
@@ -315,10 +320,10 @@ def test_pathways_rejects_a_janitor_image_that_is_not_an_image(raw):
                                                                          "Not An Image")]
 
 
-def test_plan_pathways_runs_proxies_in_the_team_namespaces(raw):
-    assert plan_pathways(load_stack_config(raw)).proxy_namespaces == ["prod-ml", "research"]
+def test_service_plan_runs_proxies_in_the_team_namespaces(raw):
+    assert service_plan_of(load_stack_config(raw)).proxy_namespaces == ["prod-ml", "research"]
 
 
-def test_plan_pathways_runs_proxies_in_default_without_teams(raw):
+def test_service_plan_runs_proxies_in_default_without_teams(raw):
     del raw["tpuplane:kueue"]
-    assert plan_pathways(load_stack_config(raw)).proxy_namespaces == ["default"]
+    assert service_plan_of(load_stack_config(raw)).proxy_namespaces == ["default"]

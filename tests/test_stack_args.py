@@ -13,7 +13,7 @@ from tpuplane.infra.batch.kueue import controller_releases, render_queue_objects
 from tpuplane.infra.config import StackConfig, load_stack_config
 from tpuplane.infra.fleet.args import cluster_config, reservation_config, slice_pool_config
 from tpuplane.infra.pathways.args import service_plan
-from tpuplane.infra.pathways.config import plan_pathways
+from tpuplane.infra.pathways.config import plan_service, team_namespaces
 
 
 @pytest.fixture(params=["dev", "pathways", "prod"])
@@ -47,4 +47,6 @@ def test_stack_args_batch_renders_the_stacks_kueue_objects_and_controllers(cfg):
 def test_stack_args_pathways_service_plans_as_the_stack_does():
     cfg = load_stack_config(stack_file_config("pathways"))
     args = {**stack_args.service_args(cfg), "node_service_account": "nodes@acme.iam.gserviceaccount.com"}
-    assert service_plan("ignored-component-name", args) == plan_pathways(cfg)
+    pool = cfg.pool_by_name(cfg.pathways.tpu_pool)
+    assert service_plan("ignored-component-name", args) == plan_service(
+        cfg.pathways, pool, project=cfg.project, cluster_name=cfg.cluster.name, client_namespaces=team_namespaces(cfg))

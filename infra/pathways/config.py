@@ -366,17 +366,6 @@ class PathwaysPlan:
                 for ns in sorted({self.namespace, *self.proxy_namespaces})]
 
 
-def plan_pathways(cfg: "StackConfig") -> PathwaysPlan:
-    """The service of a validated config (`load_stack_config` ran `pathways_problems`)."""
-    pw = cfg.pathways
-    if pw is None:
-        raise ValueError("the stack config has no tpuplane:pathways section")
-    pool = cfg.pool_by_name(pw.tpu_pool)
-    assert pool is not None  # checked by pathways_problems
-    return plan_service(pw, pool, project=cfg.project, cluster_name=cfg.cluster.name,
-                        client_namespaces=team_namespaces(cfg))
-
-
 def plan_service(pw: PathwaysConfig, pool: "TpuPoolConfig", *, project: str, cluster_name: str,
                  client_namespaces: list[str]) -> PathwaysPlan:
     """The service `pw` on the first slices of `pool` (valid: `service_problems` found nothing)."""
