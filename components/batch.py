@@ -11,6 +11,7 @@ Ordering is explicit, because Kueue's webhook refuses objects for 10-30 s after 
 PriorityClasses and team Namespaces are core objects and need neither controller.
 """
 
+import copy
 from typing import Any, Optional, Sequence
 
 import pulumi
@@ -60,6 +61,7 @@ class BatchStack(pulumi.ComponentResource):
         cpu_pool_name = args.get("cpu_pool_name", CPU_POOL_NAME)
         super().__init__("tpuplane:index:BatchStack", name, {}, opts)
         self._opts = opts  # children wait for what the caller's depends_on names
+        self._args = copy.deepcopy(args)
 
         kueue, jobset = controller_releases(platform, cpu_pool_name)
         self.kueue_release = self._release(kueue)
@@ -90,6 +92,11 @@ class BatchStack(pulumi.ComponentResource):
         self.jobset_version = pulumi.Output.from_input(platform.kueue.jobset_version)
         self.register_outputs({"local_queues": self.local_queues, "local_queue_namespaces": self.local_queue_namespaces,
                                "kueue_version": self.kueue_version, "jobset_version": self.jobset_version})
+
+    @property
+    def args(self) -> BatchStackArgs:
+        """The Args this platform was built from: what `TpuWorkloadArgs.batch` checks a workload against."""
+        return copy.deepcopy(self._args)
 
     def _release(self, release: Any) -> k8s.helm.v3.Release:
         return k8s.helm.v3.Release(

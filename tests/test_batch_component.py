@@ -112,7 +112,7 @@ def test_batch_stack_without_teams_has_xpks_queue():
 
 def test_tpu_workload_waits_for_jobset_release_webhook_and_queues():
     workload = {"name": "train", "queue": "research", "namespace": "research", "jobs": [SPOT_JOB]}
-    plan, _ = run(lambda batch: TpuWorkload("train", workload_args(workload),
+    plan, _ = run(lambda batch: TpuWorkload("train", TpuWorkloadArgs(workload=workload, batch=batch.args),
                                             opts=pulumi.ResourceOptions(depends_on=[batch])))
     [jobset] = plan.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
     needed = {plan.named("jobset").urn, plan.of_type("kubernetes:batch/v1:Job")[0].urn,
