@@ -12,14 +12,8 @@ from typing import Callable
 import pulumi
 import pytest
 
-from tpuplane.components import (
-    TpuCluster,
-    TpuClusterArgs,
-    TpuReservation,
-    TpuReservationArgs,
-    TpuSlicePool,
-    TpuSlicePoolArgs,
-)
+from tpuplane.components import TpuCluster, TpuClusterArgs, TpuReservation, TpuReservationArgs, TpuSlicePool, \
+    TpuSlicePoolArgs
 from tpuplane.components.offline import Plan, run_under_mocks
 from tpuplane.infra.review.plan_diff import Action, diff_plan_dicts
 
