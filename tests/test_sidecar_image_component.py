@@ -56,7 +56,7 @@ def context(tmp_path: Path) -> Path:
 
 def sidecar_args(context: Path, **overrides) -> SidecarImageArgs:
     values = dict(
-        project="proj",
+        project="acme-ml",
         region="us-east5",
         context_dir=context,
         constraints_file=context / "constraints.example.txt",
@@ -67,7 +67,7 @@ def sidecar_args(context: Path, **overrides) -> SidecarImageArgs:
 
 def expected_ref(context: Path, requirements: str = "requirements.txt") -> str:
     tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref, "REQUIREMENTS": requirements})
-    return f"us-east5-docker.pkg.dev/proj/tpuplane-sidecar/sidecar:{tag}"
+    return f"us-east5-docker.pkg.dev/acme-ml/tpuplane-sidecar/sidecar:{tag}"
 
 
 def build(args: SidecarImageArgs, opts: pulumi.ResourceOptions | None = None) -> dict[str, list[str]]:
@@ -98,7 +98,7 @@ def test_sidecar_image_repository_is_a_docker_repository_in_the_region(mocks, co
     (repository,) = mocks.of_type(REPOSITORY_TYPE)
     assert repository.inputs["format"] == "DOCKER"
     assert repository.inputs["location"] == "us-east5"
-    assert repository.inputs["project"] == "proj"
+    assert repository.inputs["project"] == "acme-ml"
     assert repository.inputs["repositoryId"] == "tpuplane-sidecar"
 
 
@@ -125,7 +125,7 @@ def test_sidecar_image_outputs_the_tagged_ref_and_repository_url(mocks, context)
     outputs = build(sidecar_args(context))
     assert outputs == {
         "image_ref": [expected_ref(context)],
-        "repository_url": ["us-east5-docker.pkg.dev/proj/tpuplane-sidecar"],
+        "repository_url": ["us-east5-docker.pkg.dev/acme-ml/tpuplane-sidecar"],
     }
 
 
@@ -219,4 +219,19 @@ def test_sidecar_image_jax_other_than_the_constraints_pin_fails(mocks, context):
 def test_sidecar_image_unknown_jax_version_names_the_args_field(mocks, context):
     with pytest.raises(ConfigError, match=r"SidecarImageArgs\.jax_version: got '0\.10\.2'"):
         build(sidecar_args(context, jax_version="0.10.2"))
+    assert mocks.registrations == []
+
+
+@pytest.mark.parametrize("changes, path", [
+    ({"project": "Bad Name!"}, "SidecarImageArgs.project"),
+    ({"region": 5}, "SidecarImageArgs.region"),
+    ({"repository_id": "Repo!"}, "SidecarImageArgs.repository_id"),
+    ({"image_name": "é"}, "SidecarImageArgs.image_name"),
+    ({"context_dir": ["sidecar"]}, "SidecarImageArgs.context_dir"),
+    ({"colour": "blue"}, "SidecarImageArgs.colour"),
+])
+def test_sidecar_image_bad_args_name_the_field_and_register_nothing(mocks, context, changes, path):
+    with pytest.raises(ConfigError) as raised:
+        build(sidecar_args(context, **changes))
+    assert path in [p.path for p in raised.value.problems]
     assert mocks.registrations == []

@@ -55,6 +55,8 @@ _POOL_FIELDS = ("name", "tpu_type", "slices", "capacity", "machine_type", "max_r
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]+")
 _NAMESPACE = re.compile(f"(?=.{{1,{K8S_LABEL_VALUE_MAX}}}$){DNS_LABEL.pattern}")
 _MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*-[a-z0-9-]+")
+_REPOSITORY = re.compile(r"(?=.{1,63}$)[a-z]([-a-z0-9]*[a-z0-9])?")
+_IMAGE_NAME = re.compile(r"(?=.{1,128}$)[a-z0-9]+([._/-][a-z0-9]+)*")
 
 
 def _service_field_problems(args: Mapping[str, Any]) -> list[Problem]:
@@ -146,9 +148,16 @@ def sidecar_build(args: Mapping[str, Any]) -> SidecarBuild:
     build context, requirement conflicts with the base image's pins, and files the build would not receive."""
     args = given(args, SIDECAR_ARGS)
     reject_unknown(args, SIDECAR_ARGS, [f for f in SidecarBuild.__dataclass_fields__ if f != "base"])
-    require_text(args, SIDECAR_ARGS, [f for f in ("project", "region", "requirements_file", "jax_version",
-                                                  "repository_id", "image_name") if f in args or f in ("project",
-                                                                                                       "region")])
+    problems = text_problems(args, SIDECAR_ARGS, "project", pattern=PROJECT_ID, allowed="a GCP project id")
+    problems += text_problems(args, SIDECAR_ARGS, "region", pattern=REGION, allowed="a region, e.g. us-east5")
+    problems += text_problems(args, SIDECAR_ARGS, "repository_id", pattern=_REPOSITORY, required=False,
+                              allowed="an Artifact Registry repository id: a-z, 0-9, '-', at most 63")
+    problems += text_problems(args, SIDECAR_ARGS, "image_name", pattern=_IMAGE_NAME, required=False,
+                              allowed="an image name: a-z, 0-9, '.', '_', '-', '/'")
+    problems += [p for field in ("requirements_file", "jax_version")
+                 for p in text_problems(args, SIDECAR_ARGS, field, required=False)]
+    if problems:
+        raise ConfigError(problems)
     for field in ("context_dir", "constraints_file"):
         if not isinstance(args.get(field), (str, os.PathLike)):
             raise ConfigError.at(f"{SIDECAR_ARGS}.{field}", args.get(field), "a path", "this field is required")

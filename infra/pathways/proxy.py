@@ -43,6 +43,7 @@ _JOB_NAME_MAX = 63  # the Job name becomes the value of the pods' `job-name` lab
 DEFAULT_ACTIVE_DEADLINE_SECONDS = 24 * 3600  # a proxy never outlives a day unless the client asks for longer
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 300
 DEFAULT_STALE_AFTER_SECONDS = 600  # 20 missed heartbeats at the client's default 30 s interval
+MAX_STALE_AFTER_SECONDS = 7 * 24 * 3600  # a proxy silent for a week is gone; larger values are typos
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_LABEL_MAX = 63
@@ -434,8 +435,9 @@ def janitor_problems(spec: JanitorSpec, *, path: str = "proxyJanitor") -> list[P
     if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
         problems.append(Problem(f"{path}.schedule", spec.schedule, "a 5-field cron schedule", "e.g. */5 * * * *"))
     if isinstance(spec.stale_after_seconds, bool) or not isinstance(spec.stale_after_seconds, int) \
-            or spec.stale_after_seconds < 60:
-        problems.append(Problem(f"{path}.staleAfterSeconds", spec.stale_after_seconds, "an integer >= 60",
+            or not 60 <= spec.stale_after_seconds <= MAX_STALE_AFTER_SECONDS:
+        problems.append(Problem(f"{path}.staleAfterSeconds", spec.stale_after_seconds,
+                                f"an integer from 60 to {MAX_STALE_AFTER_SECONDS} (a week)",
                                 "several times the client's heartbeat interval (30 s)"))
     return problems
 
