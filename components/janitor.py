@@ -9,7 +9,7 @@ from typing import NotRequired, Optional, TypedDict
 import pulumi
 
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.components.options import caller_dependencies
+from tpuplane.components.options import child_options
 from tpuplane.infra.pathways.args import janitor_spec
 from tpuplane.infra.pathways.proxy import render_janitor
 
@@ -42,8 +42,7 @@ class ProxyJanitor(pulumi.ComponentResource):
         created: list[pulumi.Resource] = []
         for manifest in render_janitor(spec):
             # Each object waits for the ones before it: the CronJob never runs before its rights exist.
-            created.append(manifest_resource(manifest, pulumi.ResourceOptions(
-                parent=self, depends_on=[*caller_dependencies(opts), *created])))
+            created.append(manifest_resource(manifest, child_options(self, opts, depends_on=created)))
         self.cron_job = created[-1]
         self.cron_job_name = pulumi.Output.from_input(spec.name)
         self.register_outputs({"cron_job_name": self.cron_job_name})

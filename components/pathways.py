@@ -20,7 +20,7 @@ import pulumi_gcp as gcp
 
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.components.options import caller_dependencies
+from tpuplane.components.options import child_options
 from tpuplane.infra.args import given
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
 from tpuplane.infra.pathways.args import service_plan
@@ -118,9 +118,9 @@ class SharedPathwaysService(pulumi.ComponentResource):
         image = args.get("sidecar_image")
         if image is not None:
             manifest["spec"] = pulumi.Output.from_input(image).apply(lambda ref: render(ref)["spec"])
-        manifest_resource(manifest, pulumi.ResourceOptions(
-            parent=self,
-            depends_on=[*caller_dependencies(opts), namespace, *grants],
+        manifest_resource(manifest, child_options(
+            self, opts,
+            depends_on=[namespace, *grants],
             # A JobSet's spec is immutable once created, and the name is fixed: a change replaces it, delete first.
             replace_on_changes=["spec"],
             delete_before_replace=True,

@@ -9,10 +9,11 @@ from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.options import child_options
 from tpuplane.infra.args import given
 from tpuplane.infra.batch.platform import kueue_pool_of
+from tpuplane.infra.config import TpuPoolConfig
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.args import (
     PENDING_RESERVATION,
-    reservation_name_problems,
+    pending_reservation_problems,
     slice_pool_cluster_name,
     slice_pool_config,
 )
@@ -125,8 +126,8 @@ class TpuSlicePoolArgs(TypedDict):
     """The service that holds `dedicated_slices`: its name labels and taints those pools."""
 
 
-def _checked_reservation(pool, value: object, project: str) -> str:
-    problems = reservation_name_problems(pool, value, project)
+def _checked_reservation(pool: TpuPoolConfig, value: object, project: str) -> str:
+    problems = pending_reservation_problems(pool, value, project)
     if problems:
         raise ConfigError(problems)
     return str(value)
@@ -145,19 +146,18 @@ class TpuSlicePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TpuSlicePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
         args = given(args, "TpuSlicePoolArgs")  # None means unset, as for any Pulumi input
-        reservation = args.get("reservation") if isinstance(args, dict) else None
+        reservation = args.get("reservation")
         pending = isinstance(reservation, pulumi.Output)  # another resource's name, known once it exists
         pool = slice_pool_config(name, {**args, "reservation": PENDING_RESERVATION} if pending else args)
         if pending:  # the rest of the rules judge it once the other resource gives its name
             reservation = reservation.apply(lambda value: _checked_reservation(pool, value, args["project"]))
-        plan = plan_slice_group(pool, cluster_name=slice_pool_cluster_name(args) or "",
-                                dedicated_slices=args.get("dedicated_slices", 0),
+        dedicated = args.get("dedicated_slices", 0)
+        plan = plan_slice_group(pool, cluster_name=slice_pool_cluster_name(args) or "", dedicated_slices=dedicated,
                                 dedicated_owner=args.get("dedicated_owner"))
         super().__init__("tpuplane:index:TpuSlicePool", name, {}, opts)
         self._plan = plan
-        self._dedicated_slices = args.get("dedicated_slices", 0)
+        self._dedicated_slices = dedicated
         project, zone = args["project"], args["zone"]
-        child = child_options(self, opts)
         self._workload_policy = None
         policy_name = None
         if plan.workload_policy is not None:
@@ -166,7 +166,7 @@ class TpuSlicePool(pulumi.ComponentResource):
                 region=zone.rsplit("-", 1)[0],
                 workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
                     type="HIGH_THROUGHPUT", accelerator_topology=plan.workload_policy.accelerator_topology),
-                opts=child)
+                opts=child_options(self, opts))
             policy_name = self._workload_policy.name
         self._node_pools = [
             gcp.container.NodePool(
@@ -175,9 +175,8 @@ class TpuSlicePool(pulumi.ComponentResource):
                                   cluster=args["cluster"], service_account=args.get("service_account"),
                                   policy_name=policy_name, reservation=reservation if pending else None),
                 # Pools that scale from zero are sized by the autoscaler; only their first size is ours.
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                    depends_on=[self._workload_policy] if self._workload_policy else None,
-                    ignore_changes=["initialNodeCount"] if slice_pool.autoscaling else None)))
+                opts=child_options(self, opts, depends_on=[self._workload_policy] if self._workload_policy else (),
+                                   ignore_changes=["initialNodeCount"] if slice_pool.autoscaling else None))
             for slice_pool in plan.pools
         ]
         self.node_pool_names = pulumi.Output.all(*[p.name for p in self._node_pools])

@@ -17,7 +17,7 @@ import pulumi
 
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
-from tpuplane.components.options import caller_dependencies
+from tpuplane.components.options import child_options
 from tpuplane.infra.args import given
 from tpuplane.infra.batch.args import image_cache_manifest, rendered_workload
 from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
@@ -55,7 +55,7 @@ class ImageCacheArgs(TypedDict):
 
 def jobset_options(parent: pulumi.Resource, opts: Optional[pulumi.ResourceOptions]) -> pulumi.ResourceOptions:
     """A JobSet's spec cannot be patched: replace it on any spec change, deleting the old one first (same name)."""
-    return pulumi.ResourceOptions(parent=parent, depends_on=caller_dependencies(opts),
+    return child_options(parent, opts,
                                   replace_on_changes=["spec"], delete_before_replace=True)
 
 
@@ -102,7 +102,6 @@ class ImageCache(pulumi.ComponentResource):
         args = given(args, "ImageCacheArgs")  # None means unset, as for any Pulumi input
         manifest = image_cache_manifest(args)
         super().__init__("tpuplane:index:ImageCache", name, {}, opts)
-        self.daemonset = manifest_resource(manifest, pulumi.ResourceOptions(
-            parent=self, depends_on=caller_dependencies(opts)))
+        self.daemonset = manifest_resource(manifest, child_options(self, opts))
         self.images = pulumi.Output.from_input(list(dict.fromkeys(args["images"])))
         self.register_outputs({"images": self.images})

@@ -94,13 +94,6 @@ def text_list_problems(args: Mapping[str, Any], path: str, field: str, *, patter
             if not isinstance(value, str) or not pattern.fullmatch(value)]
 
 
-def require_text(args: Mapping[str, Any], path: str, fields: Iterable[str]) -> None:
-    """Fields without a default that the models below do not read (project, region, ...) must be given."""
-    problems = [p for field in fields for p in text_problems(args, path, field)]
-    if problems:
-        raise ConfigError(problems)
-
-
 def require_flag(args: Mapping[str, Any], path: str, field: str) -> None:
     """An optional true/false field is a boolean when given (`"false"` is not false)."""
     if not isinstance(args.get(field, False), bool):

@@ -426,23 +426,27 @@ def pool_problems(pool: TpuPoolConfig, path: str, *, cluster_name: str, project:
     return problems
 
 
+def reservation_name_problems(pool: TpuPoolConfig, path: str, project: str) -> list[Problem]:
+    """The reservation a `capacity: reservation` pool group names: given, a name or path, a block of `project`."""
+    if not pool.reservation:
+        return [Problem(f"{path}.reservation", None, "a reservation name, or "
+                        "projects/P/reservations/R[/reservationBlocks/B]",
+                        "capacity: reservation consumes a specific reservation")]
+    if not (match := RESERVATION_PATH.fullmatch(pool.reservation)):
+        return [Problem(f"{path}.reservation", pool.reservation,
+                        "NAME or projects/P/reservations/R[/reservationBlocks/B[/reservationSubBlocks/S]]")]
+    if match["block"] and match["project"] not in (None, project):
+        return [Problem(f"{path}.reservation", pool.reservation, f"a reservation block of project {project}",
+                        "GKE does not support shared extended reservations (blocks of another project)")]
+    return []
+
+
 def _capacity_problems(project: str, path: str, pool: TpuPoolConfig, names_reservation: bool) -> list[Problem]:
     """GKE's rules between capacity modes and pool fields (Cluster Toolkit's preconditions, as errors)."""
     problems = []
-    if pool.capacity is Capacity.RESERVATION and not names_reservation:
-        pass
-    elif pool.capacity is Capacity.RESERVATION:
-        if not pool.reservation:
-            problems.append(Problem(f"{path}.reservation", None, "a reservation name, or "
-                                    "projects/P/reservations/R[/reservationBlocks/B]",
-                                    "capacity: reservation consumes a specific reservation"))
-        elif not (match := RESERVATION_PATH.fullmatch(pool.reservation)):
-            problems.append(Problem(f"{path}.reservation", pool.reservation,
-                                    "NAME or projects/P/reservations/R[/reservationBlocks/B[/reservationSubBlocks/S]]"))
-        elif match["block"] and match["project"] not in (None, project):
-            problems.append(Problem(f"{path}.reservation", pool.reservation,
-                                    f"a reservation block of project {project}",
-                                    "GKE does not support shared extended reservations (blocks of another project)"))
+    if pool.capacity is Capacity.RESERVATION:
+        if names_reservation:
+            problems += reservation_name_problems(pool, path, project)
     elif pool.reservation:
         problems.append(Problem(f"{path}.reservation", pool.reservation,
                                 f"no reservation with capacity {pool.capacity.value}",

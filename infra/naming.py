@@ -11,11 +11,14 @@ DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")  # GCP project ids
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")  # us-east5
 ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")  # us-east5-b
+SERVICE_ACCOUNT_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]+")
 GKE_NAME_MAX = 40  # GKE cluster and node pool names
 GKE_MAX_NODES = 15_000  # nodes per Standard cluster, GKE's default limit
 COMPUTE_NAME_MAX = 63  # Compute Engine resources: reservations, resource policies
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM service account ids: 6 to 30 characters
 K8S_LABEL_VALUE_MAX = 63
+GKE_NAME = re.compile(f"(?=.{{1,{GKE_NAME_MAX}}}$){DNS_LABEL.pattern}")  # a cluster or node pool name
+K8S_NAME = re.compile(f"(?=.{{1,{K8S_LABEL_VALUE_MAX}}}$){DNS_LABEL.pattern}")  # a namespace, at most 63
 
 
 def node_pool_name(group: str, slice_index: int) -> str:

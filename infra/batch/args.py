@@ -7,7 +7,6 @@ Errors name the Args field (`BatchStackArgs.teams[1].share`), never a stack conf
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any, Callable, Mapping
 
 from tpuplane.infra.args import (
@@ -25,23 +24,21 @@ from tpuplane.infra.batch.kueue_config import KueueConfig
 from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.config import CpuPoolConfig, TpuPoolConfig, pool_problems
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
-from tpuplane.infra.naming import DNS_LABEL, GKE_NAME_MAX, K8S_LABEL_VALUE_MAX
+from tpuplane.infra.naming import DNS_LABEL, GKE_NAME, K8S_NAME
 
 ARGS = "BatchStackArgs"
 _POOL_FIELDS = {"name", "tpu_type", "slices", "capacity", "machine_type", "max_run_duration"}
 _KUEUE_FIELDS = {"teams": "teams", "cohort": "cohort", "kueue_version": "version", "jobset_version": "jobset_version"}
 _CPU_FIELDS = {"cpu_machine_type": "machine_type", "cpu_max_nodes": "max_nodes"}
 _OTHER_FIELDS = {"pools", "cpu_pool_name", "cluster_name", "service_namespaces"}
-_CLUSTER = re.compile(f"(?=.{{1,{GKE_NAME_MAX}}}$){DNS_LABEL.pattern}")
-_NAMESPACE = re.compile(f"(?=.{{1,{K8S_LABEL_VALUE_MAX}}}$){DNS_LABEL.pattern}")
 # The stack config's rules speak in config paths; these are the Args fields they mean.
 _PATHS = {"tpuplane:kueue.version": f"{ARGS}.kueue_version", "tpuplane:kueue": ARGS,
           "tpuplane:cluster.cpuPool.machineType": f"{ARGS}.cpu_machine_type",
           "tpuplane:cluster.cpuPool.maxNodes": f"{ARGS}.cpu_max_nodes"}
 
 
-def _pool(raw: Any, path: str, cluster_name: str) -> tuple[TpuPoolConfig, int]:
+def kueue_pool(raw: Any, path: str, cluster_name: str) -> tuple[TpuPoolConfig, int]:
+    """One `KueuePoolArgs` (a pool group as Kueue sees it): the group's config and its dedicated slices."""
     raw = given(raw, path)
     reject_unknown(raw, path, {*_POOL_FIELDS, "dedicated_slices"})
     pool = model_from_args(TpuPoolConfig, {k: v for k, v in raw.items() if k != "dedicated_slices"}, path)
@@ -61,13 +58,13 @@ def platform_from_args(args: Mapping[str, Any]) -> BatchPlatform:
     pools = args.get("pools")
     if not isinstance(pools, list):
         raise ConfigError.at(f"{ARGS}.pools", pools, "a list of KueuePoolArgs", "TpuSlicePool(...).kueue_pool")
-    problems = text_problems(args, ARGS, "cluster_name", pattern=_CLUSTER, allowed="a GKE cluster name",
+    problems = text_problems(args, ARGS, "cluster_name", pattern=GKE_NAME, allowed="a GKE cluster name",
                              required=False)
     cluster_name = args.get("cluster_name") or "" if not problems else ""
     groups: list[tuple[TpuPoolConfig, int]] = []
     for i, raw in enumerate(pools):
         try:
-            groups.append(_pool(raw, f"{ARGS}.pools[{i}]", cluster_name))
+            groups.append(kueue_pool(raw, f"{ARGS}.pools[{i}]", cluster_name))
         except ConfigError as exc:
             problems += exc.problems
     if not problems and not cluster_name and any(pool.spec.needs_workload_policy for pool, _ in groups):
@@ -86,7 +83,7 @@ def platform_from_args(args: Mapping[str, Any]) -> BatchPlatform:
         kueue, cpu_pool = (built, cpu_pool) if model is KueueConfig else (kueue, built)
     problems += text_problems(args, ARGS, "cpu_pool_name", pattern=DNS_LABEL, allowed="a GKE node pool name",
                               required=False)
-    problems += text_list_problems(args, ARGS, "service_namespaces", pattern=_NAMESPACE, allowed="a namespace name")
+    problems += text_list_problems(args, ARGS, "service_namespaces", pattern=K8S_NAME, allowed="a namespace name")
     if kueue is not None and isinstance(args.get("service_namespaces", []), list):
         teams = {team.team_namespace for team in kueue.teams} or {"default"}
         problems += [Problem(f"{ARGS}.service_namespaces[{i}]", namespace,
@@ -135,9 +132,9 @@ def image_cache_manifest(args: Mapping[str, Any]) -> dict[str, Any]:
     images = args.get("images")
     problems = [] if isinstance(images, list) and all(isinstance(image, str) for image in images) else [
         Problem(f"{IMAGE_CACHE_ARGS}.images", images, "a list of image references")]
-    problems += text_problems(args, IMAGE_CACHE_ARGS, "cache_name", pattern=_NAMESPACE, required=False,
+    problems += text_problems(args, IMAGE_CACHE_ARGS, "cache_name", pattern=K8S_NAME, required=False,
                               allowed="a DNS label of at most 63 characters")
-    problems += text_problems(args, IMAGE_CACHE_ARGS, "namespace", pattern=_NAMESPACE, required=False,
+    problems += text_problems(args, IMAGE_CACHE_ARGS, "namespace", pattern=K8S_NAME, required=False,
                               allowed="a namespace name")
     if problems:
         raise ConfigError(problems)

@@ -20,10 +20,11 @@ from tpuplane.infra.config import (
     TpuPoolConfig,
     cluster_problems,
     pool_problems,
+    reservation_name_problems,
     reservation_problems,
 )
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.naming import DNS_LABEL, PROJECT_ID, REGION, ZONE
+from tpuplane.infra.naming import DNS_LABEL, GKE_NAME, PROJECT_ID, REGION, SERVICE_ACCOUNT_EMAIL, ZONE
 
 CLUSTER_ARGS, POOL_ARGS, RESERVATION_ARGS = "TpuClusterArgs", "TpuSlicePoolArgs", "TpuReservationArgs"
 # Stands in, while the Args are checked, for a reservation name that is another resource's output (a
@@ -34,7 +35,6 @@ _POOL_FIELDS = ("tpu_type", "slices", "capacity", "reservation", "machine_type",
 _SLICE_POOL_FIELDS = (*_POOL_FIELDS, "project", "location", "zone", "cluster", "cluster_name", "service_account",
                       "group", "dedicated_slices", "dedicated_owner")
 _LOCATION = re.compile(f"{REGION.pattern}(-[a-z])?")
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]+")
 _PROJECT, _ZONE = "a GCP project id, e.g. acme-ml", "a zone, e.g. us-east5-b"
 
 
@@ -62,15 +62,14 @@ def slice_pool_cluster_name(args: Mapping[str, Any]) -> str | None:
 
 def _slice_pool_field_problems(args: Mapping[str, Any]) -> list[Problem]:
     """The fields no stack config rule reads: where the pools go, on which cluster, as whom, held by whom."""
-    cluster = re.compile(f"(?=.{{1,40}}$){DNS_LABEL.pattern}")
     problems = text_problems(args, POOL_ARGS, "project", pattern=PROJECT_ID, allowed=_PROJECT)
     problems += text_problems(args, POOL_ARGS, "location", pattern=_LOCATION, allowed="the cluster's region or zone")
     problems += text_problems(args, POOL_ARGS, "zone", pattern=ZONE, allowed=_ZONE)
-    problems += text_problems(args, POOL_ARGS, "cluster", pattern=cluster, allowed="a GKE cluster name",
+    problems += text_problems(args, POOL_ARGS, "cluster", pattern=GKE_NAME, allowed="a GKE cluster name",
                               output_ok=True)
-    problems += text_problems(args, POOL_ARGS, "cluster_name", pattern=cluster, allowed="a GKE cluster name",
+    problems += text_problems(args, POOL_ARGS, "cluster_name", pattern=GKE_NAME, allowed="a GKE cluster name",
                               required=False)
-    problems += text_problems(args, POOL_ARGS, "service_account", pattern=_EMAIL,
+    problems += text_problems(args, POOL_ARGS, "service_account", pattern=SERVICE_ACCOUNT_EMAIL,
                               allowed="a service account email", required=False, output_ok=True)
     problems += text_problems(args, POOL_ARGS, "group", pattern=DNS_LABEL, allowed="a node pool name prefix",
                               required=False)
@@ -111,14 +110,12 @@ def slice_pool_config(name: str, args: Mapping[str, Any]) -> TpuPoolConfig:
     return pool
 
 
-def reservation_name_problems(pool: TpuPoolConfig, value: object, project: str) -> list[Problem]:
+def pending_reservation_problems(pool: TpuPoolConfig, value: object, project: str) -> list[Problem]:
     """The reservation rules for a name known only once another resource exists (`PENDING_RESERVATION` stood in
     while the rest of the Args was checked)."""
     if not isinstance(value, str):
         return [Problem(f"{POOL_ARGS}.reservation", value, "a reservation name")]
-    named = pool.model_copy(update={"reservation": value})
-    return [p for p in snake_paths(pool_problems(named, POOL_ARGS, cluster_name="", project=project))
-            if p.path == f"{POOL_ARGS}.reservation"]
+    return reservation_name_problems(pool.model_copy(update={"reservation": value}), POOL_ARGS, project)
 
 
 def reservation_config(name: str, args: Mapping[str, Any]) -> ReservationConfig:

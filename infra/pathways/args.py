@@ -14,14 +14,13 @@ from tpuplane.infra.args import (
     model_from_args,
     reject_unknown,
     renamed,
-    require_text,
-    snake_paths,
     text_list_problems,
     text_problems,
 )
-from tpuplane.infra.config import CpuPoolConfig, TpuPoolConfig, tpu_type_problem
+from tpuplane.infra.batch.args import kueue_pool
+from tpuplane.infra.config import CpuPoolConfig
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, PROJECT_ID, REGION
+from tpuplane.infra.naming import DNS_LABEL, K8S_NAME, PROJECT_ID, REGION, SERVICE_ACCOUNT_EMAIL
 from tpuplane.infra.pathways.config import (
     PathwaysConfig,
     PathwaysPlan,
@@ -51,9 +50,6 @@ _SERVICE_PATHS = {"tpuplane:pathways.name": f"{SERVICE_ARGS}.service_name",
                   "tpuplane:pathways": SERVICE_ARGS}
 _JANITOR_FIELDS = {"namespace": "namespace", "image": "image", "schedule": "schedule",
                    "stale_after_seconds": "stale_after_seconds", "object_name": "name"}
-_POOL_FIELDS = ("name", "tpu_type", "slices", "capacity", "machine_type", "max_run_duration")
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]+")
-_NAMESPACE = re.compile(f"(?=.{{1,{K8S_LABEL_VALUE_MAX}}}$){DNS_LABEL.pattern}")
 _MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*-[a-z0-9-]+")
 _REPOSITORY = re.compile(r"(?=.{1,63}$)[a-z]([-a-z0-9]*[a-z0-9])?")
 _IMAGE_NAME = re.compile(r"(?=.{1,128}$)[a-z0-9]+([._/-][a-z0-9]+)*")
@@ -64,7 +60,7 @@ def _service_field_problems(args: Mapping[str, Any]) -> list[Problem]:
     problems = text_problems(args, SERVICE_ARGS, "project", pattern=PROJECT_ID, allowed="a GCP project id")
     problems += text_problems(args, SERVICE_ARGS, "region", pattern=REGION, allowed="a region, e.g. us-east5")
     problems += text_problems(args, SERVICE_ARGS, "cluster_name", pattern=DNS_LABEL, allowed="a GKE cluster name")
-    problems += text_problems(args, SERVICE_ARGS, "node_service_account", pattern=_EMAIL,
+    problems += text_problems(args, SERVICE_ARGS, "node_service_account", pattern=SERVICE_ACCOUNT_EMAIL,
                               allowed="the nodes' service account email", output_ok=True)
     problems += text_problems(args, SERVICE_ARGS, "sidecar_image", required=False, output_ok=True,
                               pattern=IMAGE_REFERENCE, allowed="an image reference")
@@ -73,7 +69,7 @@ def _service_field_problems(args: Mapping[str, Any]) -> list[Problem]:
     problems += text_problems(args, SERVICE_ARGS, "cpu_machine_type", required=False, pattern=_MACHINE_TYPE,
                               allowed="a Compute Engine machine type, e.g. n2-standard-32")
     problems += text_problems(args, SERVICE_ARGS, "service_name", required=False, allowed="a DNS label")
-    problems += text_list_problems(args, SERVICE_ARGS, "client_namespaces", pattern=_NAMESPACE,
+    problems += text_list_problems(args, SERVICE_ARGS, "client_namespaces", pattern=K8S_NAME,
                                    allowed="a namespace name")
     return problems
 
@@ -88,11 +84,7 @@ def service_plan(name: str, args: Mapping[str, Any]) -> PathwaysPlan:
         raise ConfigError(problems)
     pool_path = f"{SERVICE_ARGS}.pool"
     raw_pool = given(args.get("pool"), pool_path)
-    reject_unknown(raw_pool, pool_path, (*_POOL_FIELDS, "dedicated_slices"))
-    pool = model_from_args(TpuPoolConfig, {k: v for k, v in raw_pool.items() if k != "dedicated_slices"}, pool_path)
-    bad_type = tpu_type_problem(f"{pool_path}.tpuType", pool.tpu_type, pool.machine_type)
-    if bad_type:
-        raise ConfigError(snake_paths([bad_type]))
+    pool, dedicated = kueue_pool(raw_pool, pool_path, args["cluster_name"])
     namespaces = args.get("client_namespaces", [])
     service = {"name": args.get("service_name") or name, "tpu_pool": pool.name,
                **{field: args[field] for field in _SERVICE_FIELDS if field in args}}
@@ -101,8 +93,7 @@ def service_plan(name: str, args: Mapping[str, Any]) -> PathwaysPlan:
     problems += cpu_pool_problems(args.get("cpu_machine_type") or CpuPoolConfig.model_fields["machine_type"].default)
     if problems:
         raise ConfigError(renamed(problems, _SERVICE_PATHS))
-    dedicated = raw_pool.get("dedicated_slices")
-    if dedicated is not None and dedicated != service_slices(pw, pool):
+    if "dedicated_slices" in raw_pool and dedicated != service_slices(pw, pool):
         raise ConfigError.at(f"{pool_path}.dedicated_slices", dedicated,
                              f"the service's slices ({service_slices(pw, pool)}), or unset",
                              "the slices the service holds are the ones Kueue must not get: give the pool group "
@@ -115,8 +106,10 @@ def janitor_spec(args: Mapping[str, Any]) -> JanitorSpec:
     """`ProxyJanitorArgs` as the janitor's spec, checked by the same rules as the stack's janitors."""
     args = given(args, JANITOR_ARGS)
     reject_unknown(args, JANITOR_ARGS, _JANITOR_FIELDS)
-    require_text(args, JANITOR_ARGS, [f for f in ("namespace", "image", "schedule", "object_name")
-                                      if f in args or f in ("namespace", "image")])
+    problems = [p for field in ("namespace", "image", "schedule", "object_name")
+                for p in text_problems(args, JANITOR_ARGS, field, required=field in ("namespace", "image"))]
+    if problems:
+        raise ConfigError(problems)
     spec = JanitorSpec(**{_JANITOR_FIELDS[key]: value for key, value in args.items()})
     problems = janitor_problems(spec, path=JANITOR_ARGS)
     if problems:
