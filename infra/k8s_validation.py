@@ -8,6 +8,9 @@
 - The ClusterQueue rules the API server enforces beyond the schema (CEL and Kueue's webhook) that tpuplane's
   renderers could break: one quota per covered resource, in order; borrowingLimit only in a cohort;
   lendingLimit at most nominalQuota.
+- The JobSet webhook's create rules beyond the schema (JobSet v0.12 `ValidateCreate`) that a JobSet can break:
+  the child Job and pod names it generates are DNS-1035 labels, failure-policy rule names are unique, and the
+  replicated jobs it refers to exist (dependsOn: an earlier one).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any, Iterable
 
 import jsonschema
 import kubernetes_validate
+
+from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX
 
 K8S_VERSION = "1.32.0"
 _OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io")
@@ -94,13 +99,54 @@ def _cluster_queue_rule_errors(obj: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _dns_1035(name: str) -> bool:
+    return len(name) <= K8S_LABEL_VALUE_MAX and DNS_LABEL.fullmatch(name) is not None
+
+
+def _jobset_rule_errors(obj: dict[str, Any]) -> list[str]:
+    name, spec, where = obj["metadata"]["name"], obj["spec"], _where(obj)
+    errors, earlier = [], []
+    for i, rjob in enumerate(spec["replicatedJobs"]):
+        path = f"{where}: spec.replicatedJobs.{i}"
+        last_job = f"{name}-{rjob['name']}-{rjob.get('replicas', 1) - 1}"
+        if not _dns_1035(last_job):
+            errors.append(f"{path}.name: JobSet name is too long, job names generated for this JobSet will exceed "
+                          f"63 characters ({last_job})")
+        job = rjob["template"]["spec"]
+        if job.get("completionMode") == "Indexed" and isinstance(job.get("completions"), int):
+            last_pod = f"{last_job}-{job['completions'] - 1}{POD_NAME_SUFFIX}"
+            if not _dns_1035(last_pod):
+                errors.append(f"{path}.name: JobSet name is too long, pod names generated for this JobSet will "
+                              f"exceed 63 characters ({last_pod})")
+        if i == 0 and rjob.get("dependsOn"):
+            errors.append(f"{path}.dependsOn: DependsOn can't be set for the first ReplicatedJob")
+        errors += [f"{path}.dependsOn: replicatedJob {rjob['name']} cannot depend on replicatedJob {d['name']}"
+                   for d in rjob.get("dependsOn", []) if i and d["name"] not in earlier]
+        earlier.append(rjob["name"])
+    errors += [f"{where}: spec.successPolicy.targetReplicatedJobs: invalid replicatedJob name '{target}' does not "
+               "appear in .spec.replicatedJobs"
+               for target in spec.get("successPolicy", {}).get("targetReplicatedJobs", []) if target not in earlier]
+    rules = spec.get("failurePolicy", {}).get("rules", [])
+    for i, rule in enumerate(rules):
+        errors += [f"{where}: spec.failurePolicy.rules.{i}.targetReplicatedJobs: invalid replicatedJob name "
+                   f"'{target}' in failure policy does not appear in .spec.replicatedJobs"
+                   for target in rule.get("targetReplicatedJobs", []) if target not in earlier]
+        same = [j for j, other in enumerate(rules) if other["name"] == rule["name"]]
+        if len(same) > 1 and same[0] == i:
+            errors.append(f"{where}: spec.failurePolicy.rules.{i}.name: rule names are not unique, rules with "
+                          f"indices {same} all have the same name '{rule['name']}'")
+    return errors
+
+
 def manifest_errors(obj: dict[str, Any]) -> list[str]:
     """Every violation found in one object (empty when valid)."""
     group = obj.get("apiVersion", "").rpartition("/")[0]
     if group in _OWN_SCHEMA_GROUPS:
         errors = _own_schema_errors(obj)
-        if obj.get("kind") == "JobSet":
+        if obj.get("kind") == "JobSet" and not errors:  # the templates and rules are read from a well-formed spec
             errors += _jobset_template_errors(obj)
+            if not errors:
+                errors += _jobset_rule_errors(obj)
         if obj.get("kind") == "ClusterQueue" and not errors:  # the rules read a well-formed spec
             errors += _cluster_queue_rule_errors(obj)
         return errors

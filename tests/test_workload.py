@@ -151,14 +151,26 @@ def test_jobset_is_valid_and_deterministic(cfg):
     assert yaml.safe_dump(first, sort_keys=True) == yaml.safe_dump(second, sort_keys=True)
 
 
-def test_max_name_length_keeps_pod_hostnames_in_63():
+def test_max_name_length_keeps_pod_names_with_their_random_suffix_in_63():
     job = TpuJob(name="a-long-replicated-job", tpu_type="v5p-128", slices=12, image="i", command="c")  # 16 VMs
     limit = max_name_length(TpuWorkloadSpec(name="x", jobs=[job]))
-    assert len(pod_hostname("x" * limit, job.name, 11, 15)) == 63
+    assert len(pod_hostname("x" * limit, job.name, 11, 15) + "-abcde") == 63
+
+
+def test_jobset_of_the_longest_name_passes_the_jobset_webhooks_name_rules():
+    """JobSet's webhook refuses a JobSet whose last pod name, with the 5 random characters Kubernetes adds,
+    exceeds 63 characters: the longest name tpuplane allows must pass it."""
+    job = TpuJob(name="a-long-replicated-job", tpu_type="v5p-128", slices=12, image="i", command="c")
+    name = "x" * max_name_length(TpuWorkloadSpec(name="x", jobs=[job]))
+    assert manifest_errors(render_tpu_jobset(TpuWorkloadSpec(name=name, jobs=[job]))) == []
+    too_long = render_tpu_jobset(TpuWorkloadSpec(name="x", jobs=[job])) | {"metadata": {"name": name + "x",
+                                                                                      "namespace": "default"}}
+    assert "pod names generated for this JobSet will exceed 63 characters" in manifest_errors(too_long)[0]
 
 
 def test_max_name_length_keeps_kueue_workload_name_in_63():
-    limit = max_name_length(workload(slices=1))  # short hostnames: Kueue's jobset-<name>-<hash> binds
+    job = TpuJob(name="a", tpu_type="v6e-16", image="i", command="c")  # short pod names: Kueue's name binds
+    limit = max_name_length(TpuWorkloadSpec(name="x", jobs=[job]))
     assert len("jobset-" + "x" * limit + "-abcde") == 63
 
 

@@ -42,7 +42,7 @@ from tpuplane.infra.batch.kueue import (
 )
 from tpuplane.infra.batch.kueue_config import DEFAULT_PRIORITY, priority_problem
 from tpuplane.infra.model import ConfigModel
-from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, workload_policy_name
+from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX, workload_policy_name
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
@@ -134,7 +134,8 @@ def pod_hostname(name: str, job: str, job_index: int, pod_index: int) -> str:
 
 def max_name_length(spec: TpuWorkloadSpec) -> int:
     """The longest JobSet name whose derived names all fit in a DNS label (63):
-    - every pod hostname `<name>-<job>-<lastSlice>-<lastVm>` (the child Job name is its prefix);
+    - every pod name `<name>-<job>-<lastSlice>-<lastVm>-<5 random>`, which JobSet's webhook checks (the child
+      Job name and the pod hostname are its prefixes);
     - Kueue's Workload name `jobset-<name>-<hash>`, kept a label value so it can be selected on.
     """
     limit = K8S_LABEL_VALUE_MAX - len(KUEUE_WORKLOAD_PREFIX) - KUEUE_WORKLOAD_SUFFIX
@@ -143,7 +144,8 @@ def max_name_length(spec: TpuWorkloadSpec) -> int:
             vms = job.spec.vms_per_slice
         except UnknownTpuType:
             continue
-        limit = min(limit, K8S_LABEL_VALUE_MAX - len(pod_hostname("", job.name, job.slices - 1, vms - 1)))
+        pod_name = pod_hostname("", job.name, job.slices - 1, vms - 1) + POD_NAME_SUFFIX
+        limit = min(limit, K8S_LABEL_VALUE_MAX - len(pod_name))
     return limit
 
 
@@ -265,7 +267,7 @@ def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
         problems.append(Problem("name", spec.name, "lowercase letters, digits and '-', starting with a letter"))
     elif len(spec.name) > limit:
         problems.append(Problem("name", spec.name, f"at most {limit} characters for this workload",
-                                "pod hostnames <name>-<job>-<slice>-<vm> and Kueue's jobset-<name>-<hash> "
+                                "pod names <name>-<job>-<slice>-<vm>-<5 random> and Kueue's jobset-<name>-<hash> "
                                 "must fit in 63 characters"))
     if spec.priority is not None and (bad := priority_problem("priority", spec.priority)):
         problems.append(bad)
