@@ -127,6 +127,18 @@ def test_check_workload_selector_no_flavor_offers_is_refused(dev):
     assert "tpu-v6e-slice-4x4-spot: node selector/affinity disagrees with its labels" in problem
 
 
+def test_check_workload_selector_no_pool_carries_names_the_label_the_wanted_value_and_what_pools_carry(dev):
+    manifest = workload("xpk_v6e_16_x2.yaml")  # xpk's selector for reserved capacity under autoprovisioning
+    pod_spec(manifest)["nodeSelector"]["cloud.google.com/reservation-name"] = "v6e-res"
+
+    [problem] = check_workload(manifest, dev).all_problems()
+
+    assert problem == ("slice-job: no node pool can run its pods: it selects cloud.google.com/reservation-name=v6e-res, "
+                       "and pools train-0, train-1 of its flavor carry no cloud.google.com/reservation-name label: "
+                       "select a value those pools carry, or add a pool whose nodes carry "
+                       "cloud.google.com/reservation-name=v6e-res")
+
+
 def test_check_workload_capacity_the_stack_lacks_is_refused(dev):
     manifest = workload("xpk_v6e_16_x2.yaml")
     pod_spec(manifest)["nodeSelector"]["tpuplane.dev/capacity"] = "flex-start"

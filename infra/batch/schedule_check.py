@@ -1,5 +1,7 @@
 """Will it schedule? What Kueue and kube-scheduler would do with a JobSet or Job on a stack, decided offline.
 
+The workload is judged as the API server would store it (`tpuplane.infra.batch.admission`: the JobSet and Kueue
+webhooks' defaults, then validation), so a JobSet written for xpk is read with the names and defaults it gets.
 The simulation reads the very objects the stack deploys (ResourceFlavors, ClusterQueues, LocalQueues, rendered by
 `tpuplane.infra.batch.kueue`) and the node pools it plans (`tpuplane.infra.fleet.nodepools`), then follows Kueue's
 documented flavor assignment: per pod set and resource group, the ClusterQueue's flavors in order; a flavor fits
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from tpuplane.infra.batch.admission import QUEUE_LABEL, admitted
 from tpuplane.infra.batch.kueue import CPU_FLAVOR, render_cluster_queues, render_flavors, render_local_queues
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
@@ -36,9 +39,9 @@ from tpuplane.infra.fleet.scheduling import (
 if TYPE_CHECKING:
     from tpuplane.infra.config import StackConfig
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _GKE_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
 _MIB = Decimal(2**20)
+_LABELS_DISAGREE = "labels do not match the node selector/affinity"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -114,6 +117,7 @@ class PodSet:
     """Kueue's unit of admission: the pods of one replicated job (or of a Job)."""
 
     name: str
+    jobs: int  # child Jobs (a JobSet's replicas: slices, for TPU jobs)
     count: int  # pods in all
     per_job: int  # pods of one child Job (a slice's worth for TPU jobs)
     template: Mapping[str, Any]  # the pod spec
@@ -167,41 +171,22 @@ def _count(value: Any, default: int, where: str) -> int:
 
 
 def pod_sets(manifest: Mapping[str, Any]) -> list[PodSet]:
-    """The pod sets of a JobSet (one per replicated job) or of a Job, once the API server would accept it (the
-    project's own manifest checks: a malformed object is bad input, never a crash of the simulation)."""
-    from tpuplane.infra.k8s_validation import manifest_errors  # jsonschema, kubernetes-validate: infra extra
-
-    kind = manifest.get("kind")
-    if kind not in ("JobSet", "Job"):
-        raise ConfigError.at("kind", kind, "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)",
-                             "the check simulates the workloads Kueue manages in a tpuplane stack")
-    metadata = manifest.get("metadata")
-    # `kubectl apply -f` puts an object without a namespace in the current one: judge it as the API server would
-    applied = {**manifest, "metadata": {"namespace": "default", **metadata}} if isinstance(metadata, dict) else manifest
-    errors = manifest_errors(dict(applied))
-    if errors:
-        where = f"{kind} {metadata.get('name') if isinstance(metadata, dict) else None}"
-        raise ConfigError([Problem(where, error.split(": ", 1)[1] if error.startswith(f"{kind} ") else error,
-                                   "an object the API server accepts",
-                                   "fix the field the message names") for error in errors[:10]])
-    spec = manifest.get("spec") or {}
-    if kind == "JobSet":
+    """The pod sets of an admitted JobSet (one per replicated job) or Job (`admission.admitted`)."""
+    spec = manifest["spec"]
+    if manifest["kind"] == "JobSet":
         sets = []
-        for i, rjob in enumerate(spec.get("replicatedJobs") or []):
-            job_spec = (rjob.get("template") or {}).get("spec") or {}
+        for i, rjob in enumerate(spec["replicatedJobs"]):
+            job_spec = rjob["template"]["spec"]
             per_job = _count(job_spec.get("parallelism"), 1, f"spec.replicatedJobs[{i}].template.spec.parallelism")
             pod = ((job_spec.get("template") or {}).get("spec")) or {}
             where = f"spec.replicatedJobs[{i}].template.spec.template.spec"
-            replicas = _count(rjob.get("replicas"), 1, f"spec.replicatedJobs[{i}].replicas")
-            sets.append(PodSet(str(rjob.get("name", i)), replicas * per_job, per_job, pod,
+            replicas = rjob["replicas"]  # defaulted, and validated by the schema
+            sets.append(PodSet(str(rjob["name"]), replicas, replicas * per_job, per_job, pod,
                                pod_requests(pod, where)))
         return sets
-    if kind == "Job":
-        per_job = _count(spec.get("parallelism"), 1, "spec.parallelism")
-        pod = (spec.get("template") or {}).get("spec") or {}
-        return [PodSet("main", per_job, per_job, pod, pod_requests(pod, "spec.template.spec"))]
-    raise ConfigError.at("kind", kind, "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)",
-                         "the check simulates the workloads Kueue manages in a tpuplane stack")
+    per_job = _count(spec.get("parallelism"), 1, "spec.parallelism")
+    pod = (spec.get("template") or {}).get("spec") or {}
+    return [PodSet("main", 1, per_job, per_job, pod, pod_requests(pod, "spec.template.spec"))]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -400,7 +385,7 @@ def _assign_flavor(facts: StackFacts, queue: str, pod_set: PodSet,
 def _pool_problem(pool: NodePoolFacts, pod: Mapping[str, Any], pod_set: PodSet, selector: Mapping[str, str],
                   tolerations: list[Mapping[str, Any]]) -> str | None:
     if not selects({**pod, "nodeSelector": selector}, pool.labels):
-        return "labels do not match the node selector/affinity"
+        return _LABELS_DISAGREE
     taints = untolerated(pool.taints, tolerations)
     if taints:
         return f"taint {taints[0]} not tolerated"
@@ -417,11 +402,43 @@ def _pool_problem(pool: NodePoolFacts, pod: Mapping[str, Any], pod_set: PodSet, 
     return None
 
 
+def _names(pools: Iterable[NodePoolFacts]) -> str:
+    names = [pool.name for pool in pools]
+    return ", ".join(names[:4]) + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
+
+
+def _selector_mismatch(selector: Mapping[str, str], flavor_labels: Mapping[str, str],
+                       all_pools: Iterable[NodePoolFacts]) -> str:
+    """Why no pool of the flavor's shape (the pools carrying its labels) matches: each selected label they disagree
+    on, with the value the pod wants, what they carry and how to make the two agree."""
+    pools = [pool for pool in all_pools if all(pool.labels.get(k) == v for k, v in flavor_labels.items())]
+    if not pools:
+        return "no pool carries the labels of its flavor"
+    reasons = []
+    for key, wanted in sorted(selector.items()):
+        carried = {pool.labels.get(key) for pool in pools}
+        if carried == {wanted}:
+            continue
+        values = " or ".join(f"{key}={v}" if v is not None else f"no {key} label"
+                             for v in sorted(carried, key=lambda v: (v is not None, v or "")))
+        if key == PLACEMENT_POLICY_LABEL and carried != {None}:
+            fix = ("GKE labels the nodes of a workload-policy pool with the policy's name, and tpuplane names a pool "
+                   "group's policy <cluster>-<group>-wp (xpk selects the policy it creates, "
+                   f"<type>-<topology>-placement-policy): select {values} instead, as "
+                   "`tpuplane workload render --stack` does")
+        else:
+            fix = f"select a value those pools carry, or add a pool whose nodes carry {key}={wanted}"
+        reasons.append(f"it selects {key}={wanted}, and pools {_names(pools)} of its flavor carry {values}: {fix}")
+    return "; ".join(reasons) or f"its required node affinity matches none of pools {_names(pools)} of its flavor"
+
+
 def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCheck:
-    """Simulate Kueue admission and node placement of one JobSet or Job on the stack."""
-    meta = manifest.get("metadata") or {}
-    name, namespace = str(meta.get("name", "")), str(meta.get("namespace") or "default")
-    queue = str((meta.get("labels") or {}).get(QUEUE_LABEL, ""))
+    """Simulate Kueue admission and node placement of one JobSet or Job on the stack, as the API server would
+    store it (`admission.admitted`: webhook defaults applied, then validated; bad input raises ConfigError)."""
+    manifest = admitted(manifest, facts.local_queues)
+    meta = manifest["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    queue = str(meta["labels"].get(QUEUE_LABEL, ""))
     sets = pod_sets(manifest)
     if not queue:
         return ScheduleCheck(name, namespace, queue, None, (), (
@@ -437,7 +454,8 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
     for pod_set in sets:
         flavor, problems = _assign_flavor(facts, cluster_queue, pod_set, used)
         spec = (facts.flavors.get(flavor, {}).get("spec") or {}) if flavor else {}
-        selector = {**(pod_set.template.get("nodeSelector") or {}), **(spec.get("nodeLabels") or {})}
+        flavor_labels = spec.get("nodeLabels") or {}
+        selector = {**(pod_set.template.get("nodeSelector") or {}), **flavor_labels}
         tolerations = [*(pod_set.template.get("tolerations") or []), *(spec.get("tolerations") or [])]
         pools: tuple[str, ...] = ()
         if flavor:
@@ -445,10 +463,10 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
                     for pool in facts.pools}
             pools = tuple(n for n, problem in fits.items() if problem is None)
             if not pools:
-                why = "; ".join(f"{n}: {p}" for n, p in fits.items() if p and "labels do not match" not in p)
-                problems.append("no node pool can run its pods" + (f" ({why})" if why else
-                                                                    ": no pool's labels match its node selector"))
-            elif pod_set.requests.get(TPU_RESOURCE) and not exclusive and len(sets) and pod_set.count > pod_set.per_job:
+                why = "; ".join(f"{n}: {p}" for n, p in fits.items() if p and p != _LABELS_DISAGREE)
+                problems.append("no node pool can run its pods" + (
+                    f" ({why})" if why else f": {_selector_mismatch(selector, flavor_labels, facts.pools)}"))
+            elif pod_set.requests.get(TPU_RESOURCE) and not exclusive and pod_set.jobs > 1:
                 problems.append(f"several slices without the {EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation: "
                                 "a slice's pods may spread over several node pools")
         checks.append(PodSetCheck(pod_set.name, pod_set.count, pod_set.requests, flavor, dict(sorted(selector.items())),

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
+from tpuplane.infra.batch.admission import QUEUE_LABEL
 from tpuplane.infra.fleet.capacity import CAPACITY_MODES
 from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
 from tpuplane.infra.batch.platform import BatchPlatform
@@ -53,7 +54,6 @@ from tpuplane.infra.fleet.scheduling import (
 )
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 WORKLOAD_LABEL = "tpuplane.dev/workload"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
