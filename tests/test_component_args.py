@@ -84,6 +84,9 @@ def test_component_valid_args_register_it(component, registrations):
     (TpuWorkload, {"workload": {"name": "train", "queue": "research", "namespace": "research",
                                 "jobs": [{**JOB, "tpuType": "v5p-128"}]}}, "TpuWorkloadArgs.workload.jobs[0].tpuType"),
     (TpuWorkload, {"workload": {"name": "train", "jobs": [JOB]}}, "TpuWorkloadArgs.workload.queue"),
+    (TpuWorkload, {"workload": {"name": "eval", "queue": "research", "namespace": "research",
+                                "jobs": [{**JOB, "tpuType": "v4-8", "slices": 2}]}},
+     "TpuWorkloadArgs.workload.jobs[0].slices"),  # GKE: no Multislice on single-host slices
     (TpuWorkload, {"batch": {"pools": "train"}}, "TpuWorkloadArgs.batch.pools"),
     (TpuExperiment, {"experiment": {"name": "lr", "queue": "research", "namespace": "research", "jobs": [JOB],
                                     "grid": {"lr": []}}}, "TpuExperimentArgs.experiment.grid.lr"),

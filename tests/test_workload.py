@@ -195,11 +195,36 @@ def test_unknown_priority_lists_the_priorities():
 
 def test_tpu_type_no_pool_provides_lists_the_pools(cfg):
     with pytest.raises(ConfigError) as exc:
-        render_tpu_jobset(workload(tpu_type="tpu7x-8", capacity="on-demand"), cfg.batch_platform)
+        render_tpu_jobset(workload(tpu_type="tpu7x-8", slices=1, capacity="on-demand"), cfg.batch_platform)
     [problem] = exc.value.problems
     assert problem.path == "jobs[0].tpuType"
     assert "train (v6e-16 x4 for Kueue, spot)" in problem.allowed
     assert "big (v5p-128 x2 for Kueue, on-demand)" in problem.allowed
+
+
+@pytest.mark.parametrize("tpu_type, machine_type", [("v4-8", None), ("v6e-4", None), ("tpu7x-8", None),
+                                                    ("v6e-8", "ct6e-standard-8t")])
+def test_several_slices_of_a_single_host_type_are_refused_quoting_gke(tpu_type, machine_type):
+    job = TpuJob(tpu_type=tpu_type, machine_type=machine_type, slices=2, image="i", command="c")
+    [problem] = workload_problems(TpuWorkloadSpec(name="eval", jobs=[job]))
+    assert (problem.path, problem.given) == ("jobs[0].slices", 2)
+    assert 'GKE: "Multislice only supports multi-host TPU slice node pools"' in problem.hint
+
+
+def test_several_slices_of_a_multi_host_type_are_allowed():
+    job = TpuJob(tpu_type="v6e-8", slices=2, image="i", command="c")  # xpk's v6e-8: two 4-chip VMs per slice
+    assert workload_problems(TpuWorkloadSpec(name="train", jobs=[job])) == []
+
+
+def test_single_slice_workloads_run_on_each_of_several_single_host_pools():
+    """GKE's Multislice rule concerns workloads: a group of single-host slices (prod's eval pools) stays valid and
+    serves single-slice jobs."""
+    prod = load_stack_config(yaml.safe_load((Path(__file__).parents[1] / "stacks" / "Pulumi.prod.yaml").read_text())
+                             ["config"])
+    eval_pools = next(p for p in prod.tpu_pools if p.name == "eval")
+    assert (eval_pools.slices, eval_pools.spec.single_host) == (2, True)
+    job = TpuJob(tpu_type="v6e-8", machine_type="ct6e-standard-8t", capacity="flex-start", image="i", command="c")
+    assert workload_problems(TpuWorkloadSpec(name="eval", jobs=[job]), prod.batch_platform) == []
 
 
 def test_capacity_no_pool_provides_is_refused(cfg):

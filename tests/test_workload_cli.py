@@ -87,6 +87,23 @@ def test_workload_render_keeps_xpks_ttl_for_kubectl_users():
         "ttlSecondsAfterFinished"] == 60
 
 
+def test_workload_render_multislice_on_a_single_host_type_exits_2_quoting_gke():
+    result = invoke("workload", "render", "--tpu-type", "v4-8", "--slices", "2", "--image", "i", "--command", "c")
+    assert result.exit_code == 2
+    assert "Multislice only supports multi-host TPU slice node pools" in " ".join(result.stderr.split())
+
+
+def test_experiment_render_multislice_on_a_single_host_type_exits_2_quoting_gke(tmp_path: Path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"name": "eval", "jobs": [{"tpuType": "v6e-8", "machineType": "ct6e-standard-8t",
+                                                              "slices": 2, "image": "i", "command": "c"}],
+                                    "grid": {"lr": [1, 2]}}))
+    result = invoke("experiment", "render", str(path))
+    assert result.exit_code == 2
+    assert "jobs[0].slices" in result.stderr
+    assert "Multislice only supports multi-host TPU slice node pools" in " ".join(result.stderr.split())
+
+
 def test_experiment_render_missing_file_exits_2(tmp_path: Path):
     result = invoke("experiment", "render", str(tmp_path / "nope.yaml"))
     assert result.exit_code == 2

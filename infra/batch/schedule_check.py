@@ -28,6 +28,7 @@ from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
 from tpuplane.infra.fleet.nodepools import plan_tpu_pools
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GKE_MULTISLICE_RULE,
     INSTANCE_TYPE_LABEL,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,
@@ -432,6 +433,14 @@ def _selector_mismatch(selector: Mapping[str, str], flavor_labels: Mapping[str, 
     return "; ".join(reasons) or f"its required node affinity matches none of pools {_names(pools)} of its flavor"
 
 
+def _multislice_problem(pod_set: PodSet, pools: list[NodePoolFacts]) -> str | None:
+    """Several slices (child Jobs) of a TPU type whose slices are one VM each: GKE runs no Multislice there."""
+    if pod_set.jobs > 1 and pod_set.requests.get(TPU_RESOURCE) and pools and all(p.nodes == 1 for p in pools):
+        return (f"{pod_set.jobs} slices (replicas) of a single-host TPU type (pools {_names(pools)} have one VM per "
+                f"slice): {GKE_MULTISLICE_RULE}; run one slice per JobSet, or use a multi-host type")
+    return None
+
+
 def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCheck:
     """Simulate Kueue admission and node placement of one JobSet or Job on the stack, as the API server would
     store it (`admission.admitted`: webhook defaults applied, then validated; bad input raises ConfigError)."""
@@ -466,6 +475,8 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
                 why = "; ".join(f"{n}: {p}" for n, p in fits.items() if p and p != _LABELS_DISAGREE)
                 problems.append("no node pool can run its pods" + (
                     f" ({why})" if why else f": {_selector_mismatch(selector, flavor_labels, facts.pools)}"))
+            elif (multislice := _multislice_problem(pod_set, [p for p in facts.pools if p.name in pools])):
+                problems.append(multislice)
             elif pod_set.requests.get(TPU_RESOURCE) and not exclusive and pod_set.jobs > 1:
                 problems.append(f"several slices without the {EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation: "
                                 "a slice's pods may spread over several node pools")

@@ -46,6 +46,7 @@ from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX, workload_policy_name
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GKE_MULTISLICE_RULE,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,
     tpu_node_selector,
@@ -199,6 +200,10 @@ def _job_problems(path: str, job: TpuJob, platform: BatchPlatform | None) -> lis
         spec = job.spec
     except UnknownTpuType as exc:
         return problems + [Problem(f"{path}.tpuType", job.tpu_type, str(exc), "see `tpuplane catalog`")]
+    if job.slices > 1 and spec.single_host:
+        problems.append(Problem(f"{path}.slices", job.slices,
+                                f"1: {job.tpu_type} on {spec.machine_type} is a single-host type (one VM per slice)",
+                                f"{GKE_MULTISLICE_RULE}; run one workload per slice, or pick a multi-host type"))
     if platform is not None and not serving_pools(platform, spec, job.capacity):
         problems.append(Problem(f"{path}.tpuType", f"{job.tpu_type} on {spec.machine_type} ({job.capacity})",
                                 f"a TPU type, host and capacity a pool provides to Kueue: {_pool_summary(platform)}",

@@ -27,6 +27,13 @@ TPU_TAINT_KEY = TPU_RESOURCE
 TPU_TAINT_VALUE = "present"
 QUEUED_TAINT_KEY = QUEUED_LABEL
 
+# GKE's Multislice rule, quoted: a workload of several slices (a JobSet whose TPU job has replicas > 1, as xpk
+# and tpuplane write them) needs multi-host slices. Pools are not concerned: several single-host pools of one type
+# are valid, each serving single-slice jobs.
+GKE_MULTISLICE_RULE = ('GKE: "Multislice only supports multi-host TPU slice node pools" '
+                       "(https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice)")
+
+
 def tpu_node_labels(spec: TpuSpec, capacity: str) -> dict[str, str]:
     """Labels every node of a TPU pool carries (GKE's and tpuplane's): what flavors and pods select.
 
