@@ -9,8 +9,8 @@
   renderers could break: one quota per covered resource, in order; borrowingLimit only in a cohort;
   lendingLimit at most nominalQuota.
 - The JobSet webhook's create rules beyond the schema (JobSet v0.12 `ValidateCreate`) that a JobSet can break:
-  the child Job and pod names it generates are DNS-1035 labels, failure-policy rule names are unique, and the
-  replicated jobs it refers to exist (dependsOn: an earlier one).
+  the child Job and pod names it generates are DNS-1035 labels, replicas x parallelism fits an int32,
+  failure-policy rule names are unique, and the replicated jobs it refers to exist (dependsOn: an earlier one).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFI
 
 K8S_VERSION = "1.32.0"
 _OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io")
+INT32_MAX = 2**31 - 1
 
 
 class InvalidManifest(ValueError):
@@ -108,11 +109,15 @@ def _jobset_rule_errors(obj: dict[str, Any]) -> list[str]:
     errors, earlier = [], []
     for i, rjob in enumerate(spec["replicatedJobs"]):
         path = f"{where}: spec.replicatedJobs.{i}"
-        last_job = f"{name}-{rjob['name']}-{rjob.get('replicas', 1) - 1}"
+        replicas, job = rjob.get("replicas", 1), rjob["template"]["spec"]
+        parallelism = job.get("parallelism", 1)
+        if isinstance(parallelism, int) and replicas * parallelism > INT32_MAX:
+            errors.append(f"{path}: the product of replicas and parallelism must not exceed {INT32_MAX} for "
+                          f"replicatedJob '{rjob['name']}'")
+        last_job = f"{name}-{rjob['name']}-{replicas - 1}"
         if not _dns_1035(last_job):
             errors.append(f"{path}.name: JobSet name is too long, job names generated for this JobSet will exceed "
                           f"63 characters ({last_job})")
-        job = rjob["template"]["spec"]
         if job.get("completionMode") == "Indexed" and isinstance(job.get("completions"), int):
             last_pod = f"{last_job}-{job['completions'] - 1}{POD_NAME_SUFFIX}"
             if not _dns_1035(last_pod):

@@ -144,3 +144,15 @@ def test_depends_on_of_the_first_replicated_job_is_refused():
     stored = admitted(yaml.safe_load((WORKLOADS / "xpk_v4_16.yaml").read_text()))
     stored["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "x", "status": "Ready"}]
     assert any("DependsOn can't be set for the first ReplicatedJob" in e for e in manifest_errors(stored))
+
+
+def test_jobset_of_more_pods_than_an_int32_counts_is_refused(xpk_jobset):
+    xpk_jobset["spec"]["replicatedJobs"][0]["replicas"] = 2
+    xpk_jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 2**30
+    assert "the product of replicas and parallelism must not exceed 2147483647" in str(
+        pytest.raises(ConfigError, admitted, xpk_jobset).value)
+
+
+def test_a_refused_name_with_a_newline_is_quoted_on_one_line(xpk_jobset):
+    xpk_jobset["metadata"]["name"] = "<b>x</b>\nnext"
+    assert pytest.raises(ConfigError, admitted, xpk_jobset).value.problems[0].path == "JobSet '<b>x</b>\\nnext'"

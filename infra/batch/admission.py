@@ -106,7 +106,7 @@ def admitted(manifest: Mapping[str, Any], queues: Collection[tuple[str, str]] = 
     _kueue_defaults(obj, queues)
     errors = manifest_errors(obj)
     if errors:
-        where = f"{kind} {name}"
+        where = f"{kind} {name}" if name.isprintable() else f"{kind} {name!r}"  # the error names it on one line
         raise ConfigError([Problem(where, error.split(": ", 1)[1] if error.startswith(f"{kind} ") else error,
                                    "an object the API server accepts", "fix the field the message names")
                            for error in errors[:10]])
