@@ -12,9 +12,11 @@ from tpuplane.cli.catalog import catalog_command
 from tpuplane.cli.diff import diff_command
 from tpuplane.cli.janitor import janitor_command
 from tpuplane.cli.plan import plan_command
+from tpuplane.cli.queues import queues_command
 from tpuplane.cli.sidecar_run import sidecar_run_command
 from tpuplane.cli.workload import app as workload_app
 from tpuplane.cli.workload import experiment_app
+from tpuplane.cli import workload_live
 
 
 def _version(value: bool) -> None:
@@ -49,6 +51,15 @@ app.command("diff")(diff_command)
 app.command("janitor")(janitor_command)
 sidecar.app.command("run")(sidecar_run_command)
 app.add_typer(sidecar.app, name="sidecar")
+app.command("queues")(queues_command)
+workload_app.command("submit")(workload_live.submit_command)
+workload_app.command("list")(workload_live.list_command)
+workload_app.command("status")(workload_live.status_command)
+workload_app.command("why")(workload_live.why_command)
+workload_app.command("wait")(workload_live.wait_command)
+workload_app.command("logs")(workload_live.logs_command)
+workload_app.command("delete")(workload_live.delete_command)
+experiment_app.command("submit")(workload_live.submit_command)
 app.add_typer(workload_app, name="workload")
 app.add_typer(experiment_app, name="experiment")
 

@@ -59,21 +59,22 @@ class KubeApi:
         self._request_timeout = request_timeout
 
     @classmethod
-    def from_context(cls, context: str | None = None, *,
+    def from_context(cls, context: str | None = None, *, kubeconfig: str | None = None,
                      request_timeout: tuple[float, float] = DEFAULT_REQUEST_TIMEOUT) -> "KubeApi":
         """The kubeconfig's `context` (current one if None); inside a pod without kubeconfig, its service account.
 
-        Uses a private ApiClient so that loading a context never changes the process-wide default configuration.
+        `kubeconfig` is a path, as kubectl's --kubeconfig (default: $KUBECONFIG, then ~/.kube/config). Uses a
+        private ApiClient so that loading a context never changes the process-wide default configuration.
         """
         configuration = client.Configuration()
         configuration.retries = False  # see the module docstring
-        if context is None and in_cluster() and not os.environ.get("KUBECONFIG") \
+        if context is None and kubeconfig is None and in_cluster() and not os.environ.get("KUBECONFIG") \
                 and not os.path.exists(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)):
             config.load_incluster_config(client_configuration=configuration)
             with open(_SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as handle:
                 return cls(client.ApiClient(configuration), handle.read().strip() or None,
                            request_timeout=request_timeout)
-        config_file = os.environ.get("KUBECONFIG") or None  # read now: a notebook may set it after import
+        config_file = kubeconfig or os.environ.get("KUBECONFIG") or None  # read now: a notebook may set it later
         where = config_file or config.KUBE_CONFIG_DEFAULT_LOCATION
         try:
             contexts, current = config.list_kube_config_contexts(config_file)

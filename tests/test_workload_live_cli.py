@@ -1,0 +1,357 @@
+"""The day-two commands end to end through the real `kubernetes` client: a cluster that cannot be used gets one
+line on stderr and exit 2, never a traceback or a hang; reads and writes go where they should.
+
+The unreachable and stalled API servers are real sockets. Everything that needs an API server to answer uses
+`standin_api` (recorded objects, the API server's own Status bodies), because no API server runs here yet:
+`tpuplane sandbox` (issue 18) will give these commands a real one, and its live tests supersede the stand-in's.
+`logs` needs a kubelet, which no test here can have: its stream comes from the stand-in for good.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+import recorded_kueue as rk
+from standin_api import NOT_SERVED, object_list, standin_api, status, write_kubeconfig
+from tpuplane.cli.main import app
+from tpuplane.infra.batch.workload_state import LIST_SCHEMA
+
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets"
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"
+SHORT = (f"couldn't assign flavors to pod set slice: insufficient unused quota for {rk.TPU} in flavor {rk.FLAVOR}, "
+         "32 more needed")
+
+# Every live command, as a user would type it (the kubeconfig is appended).
+LIVE_COMMANDS = {
+    "list": ["workload", "list"],
+    "list -A": ["workload", "list", "-A", "-f", "json"],
+    "status": ["workload", "status", "a-big"],
+    "why": ["workload", "why", "a-big"],
+    "wait": ["workload", "wait", "a-big", "--for", "admitted", "--timeout", "3s"],
+    "delete": ["workload", "delete", "a-big", "--yes"],
+    "logs": ["workload", "logs", "a-big"],
+    "queues": ["queues"],
+    "submit": ["workload", "submit", "{jobsets}", "--force"],
+}
+
+
+def tpuplane(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture
+def jobsets_file(tmp_path) -> Path:
+    path = tmp_path / "jobsets.yaml"
+    import yaml
+
+    jobset = rk.jobset("a-new", "team-a", queue="team-a")
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        del jobset["metadata"][key]
+    del jobset["status"]
+    path.write_text(yaml.safe_dump(jobset))
+    return path
+
+
+def command(name: str, kubeconfig: Path, jobsets: Path, *extra: str) -> list[str]:
+    return [a.replace("{jobsets}", str(jobsets)) for a in LIVE_COMMANDS[name]] + ["--kubeconfig", str(kubeconfig),
+                                                                                  *extra]
+
+
+def assert_one_line_error(result, starts: str) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(starts), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed when the fixture returns: nothing listens there
+
+
+@pytest.mark.parametrize("name", list(LIVE_COMMANDS))
+def test_live_command_on_an_unreachable_cluster_says_so_in_one_line(name, tmp_path, closed_port, jobsets_file):
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", closed_port)
+
+    result = tpuplane(*command(name, kubeconfig, jobsets_file))
+
+    line = assert_one_line_error(result, f"error: cannot reach the Kubernetes API server http://127.0.0.1:{closed_port}")
+    assert "connection was refused" in line
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose kernel completes TCP handshakes (listen backlog) but nobody ever reads or answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("name", ["list", "queues", "status"])
+def test_live_command_on_a_stalled_cluster_gives_up_after_the_request_timeout(name, tmp_path, silent_port,
+                                                                              jobsets_file):
+    """A real process: were a request unbounded, it would hang until `timeout` kills it and the test fails."""
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", silent_port)
+    argv = command(name, kubeconfig, jobsets_file, "--request-timeout", "1s")
+
+    proc = subprocess.run([sys.executable, "-c", "from tpuplane.cli.main import app; app(prog_name='tpuplane')",
+                           *argv], capture_output=True, text=True, timeout=60)
+
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.startswith("error: cannot reach the Kubernetes API server") and proc.stderr.count("\n") == 1
+    assert "did not answer within 1s" in proc.stderr
+
+
+@pytest.fixture
+def standin(tmp_path):
+    with standin_api(tmp_path) as api:
+        yield api
+
+
+@pytest.mark.parametrize("name", list(LIVE_COMMANDS))
+def test_live_command_with_rejected_credentials(name, standin, jobsets_file):
+    standin.everything = (401, status(401, "Unauthorized", "Unauthorized"))
+
+    result = tpuplane(*command(name, standin.kubeconfig, jobsets_file))
+
+    assert_one_line_error(result, f"error: the Kubernetes API server http://127.0.0.1:{standin.port} rejected the "
+                                  "credentials (401 Unauthorized): they are missing, wrong or expired.")
+
+
+@pytest.mark.parametrize("name", list(LIVE_COMMANDS))
+def test_live_command_forbidden_by_rbac_quotes_what_was_refused(name, standin, jobsets_file):
+    message = ('jobsets.jobset.x-k8s.io is forbidden: User "alice@acme.com" cannot list resource "jobsets" in API '
+               'group "jobset.x-k8s.io" in the namespace "team-a"')
+    standin.everything = (403, status(403, "Forbidden", message, {"group": "jobset.x-k8s.io", "kind": "jobsets"}))
+
+    result = tpuplane(*command(name, standin.kubeconfig, jobsets_file))
+
+    line = assert_one_line_error(result, "error: forbidden: ")
+    assert message in line and "RBAC" in line
+
+
+@pytest.mark.parametrize("name", ["list", "list -A", "queues", "status", "wait"])
+def test_live_command_without_kueue_installed_says_so(name, standin, jobsets_file):
+    """JobSet is served, Kueue's types are not: their lists come back 404 without an object name."""
+    standin.serve(JOBSETS, object_list("JobSet", [rk.jobset("a-big", "team-a", queue="team-a")]))
+    standin.serve("/apis/jobset.x-k8s.io/v1alpha2/jobsets", object_list("JobSet", []))
+    standin.serve(f"{JOBSETS}/a-big", rk.jobset("a-big", "team-a", queue="team-a"))
+
+    result = tpuplane(*command(name, standin.kubeconfig, jobsets_file))
+
+    line = assert_one_line_error(result, f"error: the cluster http://127.0.0.1:{standin.port} does not serve ")
+    assert "kueue.x-k8s.io/v1beta2: Kueue (>= 0.15" in line and "is not installed" in line
+
+
+def test_a_missing_workload_name_is_bad_input(standin, jobsets_file):
+    standin.serve(f"{JOBSETS}/a-big", status(404, "NotFound", 'jobsets.jobset.x-k8s.io "a-big" not found',
+                                             {"name": "a-big", "group": "jobset.x-k8s.io", "kind": "jobsets"}), 404)
+
+    result = tpuplane(*command("why", standin.kubeconfig, jobsets_file))
+
+    assert_one_line_error(result, "error: NAME: got 'a-big'; allowed: a JobSet in namespace team-a")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reads against the stand-in
+
+
+@pytest.fixture
+def world(standin):
+    """team-a runs a-train and waits with a-big (quota); the stand-in serves them as the API server would."""
+    a_train = rk.jobset("a-train", "team-a", queue="team-a", slices=2, ready=2, created=30)
+    a_big = rk.jobset("a-big", "team-a", queue="team-a", priority="high", slices=2, suspend=True, created=3)
+    workloads = [rk.workload(a_train, conditions=rk.admitted_conditions("team-a"), cluster_queue="team-a"),
+                 rk.workload(a_big, conditions=rk.pending_conditions(SHORT))]
+    standin.serve(JOBSETS, object_list("JobSet", [a_train, a_big]))
+    standin.serve(f"{JOBSETS}/a-big", a_big)
+    standin.serve(WORKLOADS, object_list("Workload", workloads))
+    standin.serve("/apis/kueue.x-k8s.io/v1beta2/workloads", object_list("Workload", workloads))
+    queues = [rk.local_queue("team-a", "team-a", "team-a", used=32, admitted=1, pending=1)]
+    standin.serve("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues", object_list("LocalQueue", queues))
+    standin.serve("/apis/kueue.x-k8s.io/v1beta2/localqueues", object_list("LocalQueue", queues))
+    standin.serve("/apis/kueue.x-k8s.io/v1beta2/clusterqueues", object_list("ClusterQueue", rk.team_queues()))
+    standin.serve("/apis/kueue.x-k8s.io/v1beta2/resourceflavors", object_list("ResourceFlavor", [rk.resource_flavor()]))
+    standin.serve("/api/v1/nodes", object_list("Node", rk.fleet_nodes()))
+    standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", [rk.pod(a_train, s, w) for s in range(2)
+                                                                        for w in range(4)]))
+    standin.serve("/api/v1/namespaces/team-a/events", object_list("Event", [
+        rk.event(workloads[1], "Workload", "Pending", SHORT, event_type="Warning", count=12)]))
+    return standin
+
+
+def test_list_reads_jobsets_workloads_queues_and_pods_and_writes_nothing(world):
+    result = tpuplane("workload", "list", "--kubeconfig", str(world.kubeconfig), "-f", "json")
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(LIST_SCHEMA).validate(document)
+    assert [(i["name"], i["state"], i["reason"]) for i in document["items"]] == [
+        ("a-train", "running", None), ("a-big", "pending", "WaitingForQuota")]
+    assert {r.method for r in world.requests} == {"GET"}
+    assert {r.path for r in world.requests} >= {JOBSETS, WORKLOADS, "/api/v1/namespaces/team-a/pods"}
+
+
+def test_list_table_for_people(world):
+    result = tpuplane("workload", "list", "--kubeconfig", str(world.kubeconfig))
+
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == ["NAME", "TEAM/QUEUE", "PRIORITY", "STATE", "FLAVOR", "PODS", "RESTARTS", "AGE"]
+    assert rows[1].split()[:5] == ["a-big", "team-a/team-a", "high", "(750)", "pending"]
+
+
+def test_why_explains_from_what_the_cluster_holds(world):
+    result = tpuplane("workload", "why", "a-big", "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("team-a/a-big: pending (WaitingForQuota)\n- pod set slice: waiting for quota: "
+                                    f"it needs 32 more {rk.TPU} in flavor {rk.FLAVOR} than ClusterQueue team-a")
+    assert "Its cohort tpuplane could lend 0 more now" in " ".join(result.stdout.split())
+
+
+def test_status_shows_conditions_admission_slices_events_and_why(world):
+    result = tpuplane("workload", "status", "a-big", "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for part in ("Conditions", "QuotaReserved", "Admission", "none: it holds no quota", "Slices", "Events",
+                 "Warning Pending: couldn't assign flavors", "(x12)", "Why", "waiting for quota"):
+        assert part in out, part
+
+
+def test_queues_tables_and_json(world):
+    table = tpuplane("queues", "--kubeconfig", str(world.kubeconfig))
+    document = json.loads(tpuplane("queues", "--kubeconfig", str(world.kubeconfig), "-f", "json").stdout)
+
+    assert table.exit_code == 0, table.output
+    assert "ClusterQueues (google.com/tpu)" in table.stdout and "Cohorts (google.com/tpu)" in table.stdout
+    assert [q["name"] for q in document["clusterQueues"]] == ["team-a", "team-b", "unassigned"]
+
+
+def test_queues_for_a_team_the_cluster_does_not_have(world):
+    result = tpuplane("queues", "--team", "team-z", "--kubeconfig", str(world.kubeconfig))
+
+    assert_one_line_error(result, "error: --team: got 'team-z'; allowed: a ClusterQueue of the cluster: team-a, "
+                                  "team-b, unassigned")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# delete and wait: input and confirmation
+
+
+def test_delete_without_a_terminal_and_without_yes_refuses_and_deletes_nothing(world):
+    result = tpuplane("workload", "delete", "a-big", "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 2
+    assert "needs a confirmation, and there is no terminal to ask on. Hint: pass --yes" in result.stderr
+    assert [r for r in world.requests if r.method == "DELETE"] == []
+
+
+def test_delete_with_yes_deletes_the_jobset_in_the_background(world):
+    world.serve(f"{JOBSETS}/a-big", {"kind": "Status", "apiVersion": "v1", "status": "Success"}, method="DELETE")
+
+    result = tpuplane("workload", "delete", "a-big", "--yes", "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    (delete,) = [r for r in world.requests if r.method == "DELETE"]
+    assert (delete.path, delete.query) == (f"{JOBSETS}/a-big", {"propagationPolicy": ["Background"]})
+
+
+def test_delete_needs_a_name_or_a_filter(world):
+    result = tpuplane("workload", "delete", "--yes", "--kubeconfig", str(world.kubeconfig))
+
+    assert_one_line_error(result, "error: nothing selected")
+
+
+def test_delete_refuses_a_name_that_is_not_there(world):
+    result = tpuplane("workload", "delete", "a-bigg", "--yes", "--kubeconfig", str(world.kubeconfig))
+
+    assert_one_line_error(result, "error: NAMES: got ['a-bigg']")
+
+
+@pytest.mark.parametrize("args", [["--timeout", "soon"], ["--timeout", "-1s"], ["--for", "done"]])
+def test_wait_bad_input_exits_2_before_any_request(world, args):
+    base = {"--for": "admitted", "--timeout": "1s"}
+    base.update(dict(zip(args[::2], args[1::2])))
+
+    result = tpuplane("workload", "wait", "a-big", *[x for kv in base.items() for x in kv],
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 2
+    assert world.requests == []
+
+
+def test_wait_times_out_with_exit_124_and_says_where_it_is(world):
+    result = tpuplane("workload", "wait", "a-big", "--for", "running", "--timeout", "0.2s",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 124
+    assert "timed out after 0s waiting for a-big to be running: it is pending (WaitingForQuota)" in result.stderr
+
+
+def test_wait_reached_exits_0(world):
+    result = tpuplane("workload", "wait", "a-big", "--for", "admitted", "--timeout", "5s",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 124  # still pending: a-big never gets admitted on the stand-in
+    world.serve(f"{JOBSETS}/a-train", rk.jobset("a-train", "team-a", queue="team-a", ready=2))
+    result = tpuplane("workload", "wait", "a-train", "--for", "admitted", "--timeout", "5s",
+                      "--kubeconfig", str(world.kubeconfig))
+    assert result.exit_code == 0, result.output
+    assert "a-train is running" in result.stderr
+
+
+def test_wait_on_a_failed_workload_exits_125(world):
+    world.serve(f"{JOBSETS}/a-big", rk.jobset("a-big", "team-a", queue="team-a", conditions=(rk.failed(),)))
+
+    result = tpuplane("workload", "wait", "a-big", "--for", "finished", "--timeout", "5s",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 125
+    assert "a-big ended failed (FailedJobs)" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# logs: a kubelet's stream, from the stand-in (no kubelet can run here)
+
+
+def test_logs_reads_the_pod_of_the_slice_and_worker_asked_for(standin):
+    a_train = rk.jobset("a-train", "team-a", queue="team-a", slices=2)
+    pods = [rk.pod(a_train, s, w) for s in range(2) for w in range(4)]
+    standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", pods))
+    wanted = next(p for p in pods if p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"] == "1"
+                  and p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == "2")
+    log_path = f"/api/v1/namespaces/team-a/pods/{wanted['metadata']['name']}/log"
+    standin.serve(log_path, b"step 1 loss 2.3\nstep 2 loss 1.9\n")
+
+    result = tpuplane("workload", "logs", "a-train", "--slice", "1", "--worker", "2", "--tail", "2",
+                      "--kubeconfig", str(standin.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "step 1 loss 2.3\nstep 2 loss 1.9\n"
+    (request,) = [r for r in standin.requests if r.path == log_path]
+    assert request.query == {"container": ["jax-tpu"], "follow": ["false"], "tailLines": ["2"]}
+
+
+def test_logs_of_a_worker_that_does_not_exist_lists_those_that_do(standin):
+    a_train = rk.jobset("a-train", "team-a", queue="team-a")
+    standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", [rk.pod(a_train, 0, w) for w in range(2)]))
+
+    result = tpuplane("workload", "logs", "a-train", "--worker", "7", "--kubeconfig", str(standin.kubeconfig))
+
+    line = assert_one_line_error(result, "error: --slice/--worker: got 'slice 0 worker 7'")
+    assert "slice 0 worker 0, slice 0 worker 1" in line
