@@ -23,7 +23,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tpuplane.cli import EXIT_BAD_INPUT
 from tpuplane.cli.live import (
     CONTEXT,
     EXIT_FAILED,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from tpuplane.infra.batch.api_objects import timestamp
 from tpuplane.infra.pathways import proxy
 from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
 
@@ -44,23 +44,13 @@ class SweepResult:
     error: str = ""  # why it could not be deleted
 
 
-def _timestamp(value: object) -> float | None:
-    """Unix seconds of an API timestamp (`2027-01-15T08:00:00Z`), or None."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _server_heartbeat(meta: Mapping[str, Any]) -> float | None:
     """When the API server last stored a heartbeat: the time of the managedFields entry owning the annotation."""
     times = []
     for entry in meta.get("managedFields") or []:
         annotations = (((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {})
         if f"f:{proxy.HEARTBEAT_ANNOTATION}" in annotations:
-            times.append(_timestamp(entry.get("time")))
+            times.append(timestamp(entry.get("time")))
     known = [t for t in times if t is not None]
     return max(known) if known else None
 
@@ -75,7 +65,7 @@ def last_seen(job: Mapping[str, Any]) -> tuple[float | None, str]:
     beat = str((meta.get("annotations") or {}).get(proxy.HEARTBEAT_ANNOTATION, ""))
     if beat.isdigit():
         return float(beat), CLIENT_CLOCK
-    return _timestamp(meta.get("creationTimestamp")), CREATION
+    return timestamp(meta.get("creationTimestamp")), CREATION
 
 
 def _is_proxy(job: Mapping[str, Any]) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import socket
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import jax
@@ -65,3 +67,12 @@ def registrations(monkeypatch):
 
     monkeypatch.setattr(offline._RecordingMonitor, "RegisterResource", counting)
     return seen
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose kernel completes TCP handshakes (listen backlog) but nobody ever reads or answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.getsockname()[1]

@@ -156,6 +156,24 @@ CASES: dict[str, tuple[Files, list[str]]] = {
     "experiment share as string": ({"e.yaml": "name: s\nmaxRestarts: '3'\n" + JOB},
                                    ["experiment", "render", "{f}/e.yaml"]),
     "experiment not a mapping": ({"e.yaml": "[1, 2]\n"}, ["experiment", "render", "{f}/e.yaml"]),
+    # --- workload submit and experiment submit: the file is judged before any cluster is asked
+    "submit /dev/zero": ({}, ["workload", "submit", "/dev/zero"]),
+    "submit a folder": ({}, ["workload", "submit", "{f}"]),
+    "submit missing file": ({}, ["workload", "submit", "{f}/none.yaml"]),
+    "submit duplicate keys": ({"w.yaml": "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nkind: Job\n"},
+                              ["workload", "submit", "{f}/w.yaml"]),
+    "submit a deployment": ({"w.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"},
+                            ["workload", "submit", "{f}/w.yaml"]),
+    "submit a jobset without a name": ({"w.yaml": "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\n"
+                                                  "metadata: {name: [1]}\nspec: {}\n"}, ["workload", "submit", "{f}/w.yaml"]),
+    "submit a list": ({"w.yaml": "- 1\n- 2\n"}, ["workload", "submit", "{f}/w.yaml"]),
+    "submit an empty file": ({"w.yaml": ""}, ["workload", "submit", "{f}/w.yaml"]),
+    "submit bad experiment": ({"e.yaml": "name: s\nmaxRestarts: '3'\n" + JOB}, ["workload", "submit", "{f}/e.yaml"]),
+    "experiment submit million trials": ({"e.yaml": "name: s\ngrid:\n" + "".join(
+        f"  p{i}: [{', '.join(map(str, range(10)))}]\n" for i in range(7)) + JOB},
+        ["experiment", "submit", "{f}/e.yaml"]),
+    "submit unknown stack": ({"w.yaml": JOB.replace("jobs:", "name: w\njobs:")},
+                             ["workload", "submit", "{f}/w.yaml", "--config", "{f}/Pulumi.none.yaml"]),
 }
 
 
@@ -206,6 +224,24 @@ RUNTIME_CASES = {
     "janitor malformed kubeconfig": ({"kc": "garbage: [\n"}, ["janitor", "--dry-run"], {"KUBECONFIG": "{f}/kc"}),
     "janitor unknown context": ({"kc": KUBECONFIG}, ["janitor", "--dry-run", "--context", "nope"],
                                 {"KUBECONFIG": "{f}/kc"}),
+    "workload list without kubeconfig": ({}, ["workload", "list"], {"KUBECONFIG": "{f}/none"}),
+    "workload list malformed kubeconfig": ({"kc": "garbage: [\n"}, ["workload", "list"], {"KUBECONFIG": "{f}/kc"}),
+    "queues unknown context": ({"kc": KUBECONFIG}, ["queues", "--context", "nope"], {"KUBECONFIG": "{f}/kc"}),
+    "queues missing --kubeconfig file": ({}, ["queues", "--kubeconfig", "{f}/none"], {}),
+    "status bad request timeout": ({"kc": KUBECONFIG}, ["workload", "status", "x", "--request-timeout", "soon"],
+                                   {"KUBECONFIG": "{f}/kc"}),
+    "list -n and -A": ({"kc": KUBECONFIG}, ["workload", "list", "-n", "a", "-A"], {"KUBECONFIG": "{f}/kc"}),
+    "wait unknown state": ({"kc": KUBECONFIG}, ["workload", "wait", "x", "--for", "done"], {"KUBECONFIG": "{f}/kc"}),
+    "wait bad timeout": ({"kc": KUBECONFIG}, ["workload", "wait", "x", "--for", "running", "--timeout", "1d"],
+                         {"KUBECONFIG": "{f}/kc"}),
+    "logs negative slice": ({"kc": KUBECONFIG}, ["workload", "logs", "x", "--slice", "-1"], {"KUBECONFIG": "{f}/kc"}),
+    "delete nothing selected": ({"kc": KUBECONFIG}, ["workload", "delete", "--yes"], {"KUBECONFIG": "{f}/kc"}),
+    "submit the same jobset twice": ({"kc": KUBECONFIG, "w.yaml": "---\n".join(
+        ["apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x, namespace: a}\nspec: {}\n"] * 2)},
+        ["workload", "submit", "{f}/w.yaml"], {"KUBECONFIG": "{f}/kc"}),
+    "submit -n disagreeing with the file": ({"kc": KUBECONFIG, "w.yaml": "apiVersion: jobset.x-k8s.io/v1alpha2\n"
+                                             "kind: JobSet\nmetadata: {name: x, namespace: a}\nspec: {}\n"},
+                                            ["workload", "submit", "{f}/w.yaml", "-n", "b"], {"KUBECONFIG": "{f}/kc"}),
     "sidecar run unknown module": ({}, ["sidecar", "run", "tpuplane_no_such_module:f"], {}),
     "sidecar run not a target": ({}, ["sidecar", "run", "notatarget"], {}),
 }

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import textwrap
 import threading
 import time
@@ -120,15 +119,6 @@ def recorder(tmp_path, monkeypatch) -> Iterator[StandIn]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A port whose kernel completes TCP handshakes (listen backlog) but nobody ever reads or answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        yield sock.getsockname()[1]
 
 
 # ---- the requests the client sends ----------------------------------------------------------------------------------

@@ -167,7 +167,7 @@ def test_why_pods_kube_scheduler_cannot_place(a_big):
     reasons = explain(facts(jobset, workload, pods=pods, pools=cluster_facts([], [], [], rk.fleet_nodes()).pools))
 
     assert kinds(reasons) == ["unschedulable"]
-    assert reasons[0].text.startswith(f"kube-scheduler cannot place 4 pods (e.g. a-train-slice-0-0-")
+    assert reasons[0].text.startswith("kube-scheduler cannot place 4 pods (e.g. a-train-slice-0-0-")
     assert message in reasons[0].text and "Node pools: cpu-np has no cloud.google.com/gke-tpu-accelerator" \
         in reasons[0].text
 

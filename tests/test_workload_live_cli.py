@@ -13,7 +13,6 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
@@ -21,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import recorded_kueue as rk
-from standin_api import NOT_SERVED, object_list, standin_api, status, write_kubeconfig
+from standin_api import object_list, standin_api, status, write_kubeconfig
 from tpuplane.cli.main import app
 from tpuplane.infra.batch.workload_state import LIST_SCHEMA
 
@@ -90,15 +89,6 @@ def test_live_command_on_an_unreachable_cluster_says_so_in_one_line(name, tmp_pa
 
     line = assert_one_line_error(result, f"error: cannot reach the Kubernetes API server http://127.0.0.1:{closed_port}")
     assert "connection was refused" in line
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A port whose kernel completes TCP handshakes (listen backlog) but nobody ever reads or answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        yield sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("name", ["list", "queues", "status"])
