@@ -56,16 +56,15 @@ FORMAT = typer.Option(OutputFormat.table, "--format", "-f", help="table, or json
 
 
 def one_line(value: object) -> str:
-    """Untrusted text for a terminal: control characters (newlines, escape sequences) become spaces, runs of
-    space one, and rich markup is escaped."""
-    cleaned = "".join(ch if ch.isprintable() else " " for ch in str(value))
+    """Untrusted text for a terminal: secrets masked, control characters (newlines, escape sequences) made spaces,
+    runs of space one, and rich markup escaped."""
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in redact_text(str(value)))
     return escape(" ".join(cleaned.split()))
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """One line on stderr, then exit with `code`. Never shows a secret."""
-    Console(stderr=True, emoji=False, highlight=False, soft_wrap=True).print(
-        f"[bold red]error:[/] {one_line(redact_text(message))}")
+    Console(stderr=True, emoji=False, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {one_line(message)}")
     raise typer.Exit(code)
 
 
@@ -171,8 +170,19 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, emoji=False, highlight=False, width=None if stream.isatty() else 160)
 
 
+def _redacted(value: object) -> object:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
+
+
 def echo_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    """JSON on stdout, every string through the same redaction as the tables."""
+    sys.stdout.write(json.dumps(_redacted(value), indent=2, sort_keys=True) + "\n")
 
 
 def optional_read(read: Callable[[], T], default: T) -> T:

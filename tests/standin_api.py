@@ -25,6 +25,12 @@ def status(code: int, reason: str, message: str, details: dict[str, Any] | None 
             "reason": reason, "details": details or {}, "code": code}
 
 
+def not_found(plural: str, group: str, name: str) -> dict[str, Any]:
+    """The API server's answer for a named object that does not exist (its type is served)."""
+    return status(404, "NotFound", f'{plural}.{group} "{name}" not found',
+                  {"name": name, "group": group, "kind": plural})
+
+
 def object_list(kind: str, items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {"resourceVersion": "4800"}, "items": items}
 
@@ -35,6 +41,7 @@ class Request:
     path: str
     query: dict[str, list[str]]
     body: Any
+    content_type: str | None = None
 
 
 @dataclass
@@ -56,7 +63,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         standin.requests.append(Request(self.command, url.path, urllib.parse.parse_qs(url.query),
-                                        json.loads(raw) if raw else None))
+                                        json.loads(raw) if raw else None, self.headers.get("Content-Type")))
         code, body = standin.everything or standin.routes.get((self.command, url.path), (404, NOT_SERVED))
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import recorded_kueue as rk
-from standin_api import object_list, standin_api, status, write_kubeconfig
+from standin_api import not_found, object_list, standin_api, status, write_kubeconfig
 from tpuplane.cli.main import app
 from tpuplane.infra.batch.workload_state import LIST_SCHEMA
 
@@ -148,8 +148,7 @@ def test_live_command_without_kueue_installed_says_so(name, standin, jobsets_fil
 
 
 def test_a_missing_workload_name_is_bad_input(standin, jobsets_file):
-    standin.serve(f"{JOBSETS}/a-big", status(404, "NotFound", 'jobsets.jobset.x-k8s.io "a-big" not found',
-                                             {"name": "a-big", "group": "jobset.x-k8s.io", "kind": "jobsets"}), 404)
+    standin.serve(f"{JOBSETS}/a-big", not_found("jobsets", "jobset.x-k8s.io", "a-big"), 404)
 
     result = tpuplane(*command("why", standin.kubeconfig, jobsets_file))
 
@@ -237,6 +236,83 @@ def test_queues_for_a_team_the_cluster_does_not_have(world):
 
     assert_one_line_error(result, "error: --team: got 'team-z'; allowed: a ClusterQueue of the cluster: team-a, "
                                   "team-b, unassigned")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# submit: checked on the cluster's own queues and nodes, then server-side applied
+
+
+def test_submit_checks_then_applies_server_side_as_tpuplane(world, jobsets_file):
+    world.serve(f"{JOBSETS}/a-new", not_found("jobsets", "jobset.x-k8s.io", "a-new"), 404)
+    world.serve(f"{JOBSETS}/a-new", {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet"}, method="PATCH")
+
+    result = tpuplane("workload", "submit", str(jobsets_file), "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "jobset.jobset.x-k8s.io/team-a/a-new submitted\n"
+    (apply,) = [r for r in world.requests if r.method == "PATCH"]
+    assert (apply.path, apply.content_type) == (f"{JOBSETS}/a-new", "application/apply-patch+yaml")
+    assert apply.query == {"fieldManager": ["tpuplane"]}
+    assert apply.body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert {"/api/v1/nodes", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"} <= {r.path for r in world.requests}
+
+
+def test_submit_server_dry_run_stores_nothing(world, jobsets_file):
+    world.serve(f"{JOBSETS}/a-new", not_found("jobsets", "jobset.x-k8s.io", "a-new"), 404)
+    world.serve(f"{JOBSETS}/a-new", {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet"}, method="PATCH")
+
+    result = tpuplane("workload", "submit", str(jobsets_file), "--dry-run", "server",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert [r.query["dryRun"] for r in world.requests if r.method == "PATCH"] == [["All"]]
+
+
+def test_submit_refuses_what_could_never_run_with_the_checks_reasons(world, tmp_path):
+    import yaml
+
+    jobset = rk.jobset("a-huge", "team-a", queue="team-a", slices=5)
+    (tmp_path / "huge.yaml").write_text(yaml.safe_dump({k: jobset[k] for k in ("apiVersion", "kind", "spec")}
+                                                       | {"metadata": {"name": "a-huge", "namespace": "team-a",
+                                                                       "labels": jobset["metadata"]["labels"]}}))
+
+    result = tpuplane("workload", "submit", str(tmp_path / "huge.yaml"), "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 1
+    assert "team-a/a-huge: slice: no flavor fits" in result.stderr and "google.com/tpu 80 > 64" in result.stderr
+    assert "(--force submits anyway)" in result.stderr
+    assert [r for r in world.requests if r.method != "GET"] == []
+
+
+def test_submit_says_when_the_name_is_taken(world, jobsets_file):
+    world.serve(f"{JOBSETS}/a-new", rk.jobset("a-new", "team-a", queue="team-a"))
+
+    result = tpuplane("workload", "submit", str(jobsets_file), "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 1
+    assert "team-a/a-new: a JobSet of that name exists, and its spec cannot be changed" in result.stderr
+    assert [r for r in world.requests if r.method != "GET"] == []
+
+
+def test_submit_an_experiment_skips_trials_already_there(world, tmp_path):
+    from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
+
+    spec = {"name": "lr", "queue": "team-a", "namespace": "team-a", "grid": {"lr": [0.1, 0.2]},
+            "jobs": [{"tpuType": "v6e-16", "image": "img:1", "command": "python train.py"}]}
+    import yaml
+
+    (tmp_path / "lr.yaml").write_text(yaml.safe_dump(spec))
+    first, second = render_experiment(ExperimentSpec.model_validate(spec))
+    world.serve(f"{JOBSETS}/{first['metadata']['name']}", first)
+    second_name = second["metadata"]["name"]
+    world.serve(f"{JOBSETS}/{second_name}", not_found("jobsets", "jobset.x-k8s.io", second_name), 404)
+    world.serve(f"{JOBSETS}/{second_name}", second, method="PATCH")
+
+    result = tpuplane("experiment", "submit", str(tmp_path / "lr.yaml"), "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert f"{first['metadata']['name']}: already submitted (same trial)" in result.stderr
+    assert [r.path.rsplit("/", 1)[1] for r in world.requests if r.method == "PATCH"] == [second_name]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -345,3 +421,44 @@ def test_logs_of_a_worker_that_does_not_exist_lists_those_that_do(standin):
 
     line = assert_one_line_error(result, "error: --slice/--worker: got 'slice 0 worker 7'")
     assert "slice 0 worker 0, slice 0 worker 1" in line
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hostile values from the cluster: any controller (or anyone who may write a status) chooses these strings
+
+
+HOSTILE = "\x1b[31mred\x1b[0m\nsecond line [bold]markup[/bold] <script>alert(1)</script> password=hunter2"
+
+
+@pytest.fixture
+def hostile(world):
+    a_big = rk.jobset("a-big", "team-a", queue="team-a", suspend=True)
+    bad = rk.workload(a_big, conditions=rk.pending_conditions(HOSTILE))
+    bad["spec"]["priorityClassRef"]["name"] = "high\x1b]0;pwned\x07"
+    world.serve(JOBSETS, object_list("JobSet", [a_big]))
+    world.serve(f"{JOBSETS}/a-big", a_big)
+    world.serve(WORKLOADS, object_list("Workload", [bad]))
+    world.serve("/apis/kueue.x-k8s.io/v1beta2/workloads", object_list("Workload", [bad]))
+    world.serve("/api/v1/namespaces/team-a/events", object_list("Event", [rk.event(bad, "Workload", "Pending", HOSTILE)]))
+    return world
+
+
+@pytest.mark.parametrize("args", [["workload", "list"], ["workload", "status", "a-big"], ["workload", "why", "a-big"]])
+def test_hostile_strings_reach_the_terminal_as_one_inert_line(hostile, args):
+    result = tpuplane(*args, "--kubeconfig", str(hostile.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "hunter2" not in result.stdout
+    if args[1] != "list":  # list shows no message
+        assert "[bold]markup[/bold]" in " ".join(result.stdout.split())  # shown as text, not applied
+    assert not any(line.startswith("second line") for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("args", [["workload", "list"], ["workload", "status", "a-big"]])
+def test_hostile_strings_in_json_are_escaped_and_secrets_masked(hostile, args):
+    result = tpuplane(*args, "-f", "json", "--kubeconfig", str(hostile.kubeconfig))
+
+    document = json.loads(result.stdout)
+    assert "hunter2" not in result.stdout
+    assert "\x1b[31mred" in json.dumps(document, ensure_ascii=False) or "\\u001b[31mred" in result.stdout
