@@ -68,6 +68,17 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+def checked_name(value: Optional[str], what: str) -> Optional[str]:
+    """A JobSet, experiment or namespace name as Kubernetes allows it (a DNS label of at most 63 characters),
+    checked before it goes into a URL or a label selector."""
+    from tpuplane.infra.naming import K8S_NAME
+
+    if value is not None and not K8S_NAME.fullmatch(value):
+        raise ConfigError.at(what, value, "lowercase letters, digits and '-', starting with a letter, at most 63",
+                             "a Kubernetes name, as `tpuplane workload list` shows them")
+    return value
+
+
 def request_seconds(request_timeout: str) -> float:
     """The `--request-timeout` in seconds; 0 (no limit) is a year, which no request outlives."""
     from tpuplane.infra.durations import MAX_DURATION_SECONDS

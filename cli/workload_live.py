@@ -31,6 +31,7 @@ from tpuplane.cli.live import (
     NAMESPACE,
     REQUEST_TIMEOUT,
     OutputFormat,
+    checked_name,
     cluster,
     console,
     echo_json,
@@ -70,7 +71,7 @@ _EXPERIMENT = typer.Option(None, "--experiment", help="Only the JobSets of this 
 def _namespace(kube: "BatchApi", namespace: Optional[str]) -> str:
     from tpuplane.runtime.session import resolve_namespace
 
-    return resolve_namespace(namespace, kube.context_namespace())
+    return resolve_namespace(checked_name(namespace, "--namespace"), kube.context_namespace())
 
 
 def _scope(kube: "BatchApi", namespace: Optional[str], all_namespaces: bool, team: Optional[str] = None) -> str | None:
@@ -90,7 +91,7 @@ def _rows(kube: "BatchApi", scope: str | None, *, experiment: Optional[str] = No
     from tpuplane.infra.batch.workload_state import State, workload_rows
     from tpuplane.runtime.batch_api import JOBSETS, LOCAL_QUEUES, WORKLOADS
 
-    selector = f"{EXPERIMENT_LABEL}={experiment}" if experiment else ""
+    selector = f"{EXPERIMENT_LABEL}={checked_name(experiment, '--experiment')}" if experiment else ""
     jobsets = kube.list_objects(JOBSETS, scope, selector)
     workloads = kube.list_objects(WORKLOADS, scope)
     local_queues = kube.list_objects(LOCAL_QUEUES, scope)
@@ -111,7 +112,7 @@ def _row_cells(row: "WorkloadRow", with_namespace: bool) -> list[str]:
     age = "-" if row.age_seconds is None else human_duration(row.age_seconds)
     cells = [row.name, queue, priority, row.state_text(), ", ".join(row.flavors) or "-",
              f"{row.pods_running}/{row.pods_total}", str(row.restarts), age]
-    return ([row.namespace] if with_namespace else []) + [one_line(c) for c in cells]
+    return [one_line(c) for c in ([row.namespace] if with_namespace else []) + cells]
 
 
 def _print_rows(rows: Sequence["WorkloadRow"], with_namespace: bool) -> None:
@@ -220,7 +221,7 @@ def _read_workload(kube: "BatchApi", namespace: str, name: str) -> _Read:
         WORKLOADS,
     )
 
-    jobset = _get_jobset(kube, namespace, name)
+    jobset = _get_jobset(kube, namespace, checked_name(name, "NAME"))
     workloads = kube.list_objects(WORKLOADS, namespace)
     workload = find_workload(jobset, workloads)
     pods = kube.pods(namespace, f"{JOBSET_NAME_LABEL}={name}")
@@ -412,9 +413,17 @@ def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list
         facts = stack_facts(cfg)
     else:
         from tpuplane.infra.batch.cluster_facts import cluster_facts
+        from tpuplane.runtime.batch_api import ApiCallFailed
 
-        facts = cluster_facts(kube.list_objects(RESOURCE_FLAVORS), kube.list_objects(CLUSTER_QUEUES),
-                              kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes())
+        try:
+            facts = cluster_facts(kube.list_objects(RESOURCE_FLAVORS), kube.list_objects(CLUSTER_QUEUES),
+                                  kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes())
+        except ApiCallFailed as error:
+            if error.status != 403:
+                raise
+            fail(f"the check before submitting reads the cluster's queues and nodes, and RBAC forbids it: "
+                 f"{error.message or error.what}. Hint: check against the stack with --stack or --config, or pass "
+                 "--force to submit unchecked")
     refusals = []
     for jobset in jobsets:
         result = _check(jobset, facts)
@@ -474,7 +483,7 @@ def submit_command(
         fail(str(exc))
     status = 0
     with cluster(context, kubeconfig, request_timeout) as kube:
-        placed = _place(jobsets, namespace, _namespace(kube, None))
+        placed = _place(jobsets, checked_name(namespace, "--namespace"), _namespace(kube, None))
         if not force:
             try:
                 refusals = _refusals(kube, placed, cfg)
@@ -624,7 +633,7 @@ def wait_command(
     deadline = start + seconds
     with cluster(context, kubeconfig, request_timeout) as kube:
         where = _namespace(kube, namespace)
-        _get_jobset(kube, where, name)  # a name that does not exist is bad input, not a wait
+        _get_jobset(kube, where, checked_name(name, "NAME"))  # a name that does not exist is bad input, not a wait
         last = None
         with err.status(f"waiting for {one_line(name)} to be {wait_for.value}") as spinner:
             while True:
@@ -708,7 +717,7 @@ def logs_command(
 
     with cluster(context, kubeconfig, request_timeout) as kube:
         where = _namespace(kube, namespace)
-        pods = kube.pods(where, f"{JOBSET_NAME_LABEL}={name}")
+        pods = kube.pods(where, f"{JOBSET_NAME_LABEL}={checked_name(name, 'NAME')}")
         if not pods:
             _get_jobset(kube, where, name)  # no such workload: say so
             fail(f"workload {name} has no pods yet. Hint: `tpuplane workload why {name}`", EXIT_FAILED)

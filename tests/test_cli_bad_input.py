@@ -234,6 +234,12 @@ RUNTIME_CASES = {
     "wait unknown state": ({"kc": KUBECONFIG}, ["workload", "wait", "x", "--for", "done"], {"KUBECONFIG": "{f}/kc"}),
     "wait bad timeout": ({"kc": KUBECONFIG}, ["workload", "wait", "x", "--for", "running", "--timeout", "1d"],
                          {"KUBECONFIG": "{f}/kc"}),
+    "status name with a selector in it": ({"kc": KUBECONFIG}, ["workload", "status", "x,y=z"], {"KUBECONFIG": "{f}/kc"}),
+    "logs name with a newline": ({"kc": KUBECONFIG}, ["workload", "logs", "x\ny"], {"KUBECONFIG": "{f}/kc"}),
+    "list experiment with a selector in it": ({"kc": KUBECONFIG}, ["workload", "list", "--experiment", "a!=b"],
+                                              {"KUBECONFIG": "{f}/kc"}),
+    "list path in the namespace": ({"kc": KUBECONFIG}, ["workload", "list", "-n", "../kube-system"],
+                                   {"KUBECONFIG": "{f}/kc"}),
     "logs negative slice": ({"kc": KUBECONFIG}, ["workload", "logs", "x", "--slice", "-1"], {"KUBECONFIG": "{f}/kc"}),
     "delete nothing selected": ({"kc": KUBECONFIG}, ["workload", "delete", "--yes"], {"KUBECONFIG": "{f}/kc"}),
     "submit the same jobset twice": ({"kc": KUBECONFIG, "w.yaml": "---\n".join(

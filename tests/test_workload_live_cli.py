@@ -284,6 +284,17 @@ def test_submit_refuses_what_could_never_run_with_the_checks_reasons(world, tmp_
     assert [r for r in world.requests if r.method != "GET"] == []
 
 
+def test_submit_whose_check_may_not_read_the_nodes_says_how_to_check_otherwise(world, jobsets_file):
+    world.serve("/api/v1/nodes", status(403, "Forbidden", 'nodes is forbidden: User "alice" cannot list resource '
+                                                          '"nodes" in API group "" at the cluster scope'), 403)
+
+    result = tpuplane("workload", "submit", str(jobsets_file), "--kubeconfig", str(world.kubeconfig))
+
+    line = assert_one_line_error(result, "error: the check before submitting reads the cluster's queues and nodes, "
+                                         "and RBAC forbids it: nodes is forbidden")
+    assert "--stack or --config" in line and "--force" in line
+
+
 def test_submit_says_when_the_name_is_taken(world, jobsets_file):
     world.serve(f"{JOBSETS}/a-new", rk.jobset("a-new", "team-a", queue="team-a"))
 
