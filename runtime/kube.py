@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 import urllib3
@@ -47,16 +48,27 @@ class KubeApi:
     """BatchV1Api + CoreV1Api + CustomObjectsApi bound to one kubeconfig context (or a pod's service account).
 
     Build it with `from_context`, which also turns urllib3's retries off; a hand-made `api_client` keeps its own.
+    Each API class is made on first use: importing one costs the client's models (BatchV1Api alone 1.4 s).
     """
 
     def __init__(self, api_client: client.ApiClient, context_namespace: str | None, *,
                  request_timeout: tuple[float, float] = DEFAULT_REQUEST_TIMEOUT):
-        self._batch = client.BatchV1Api(api_client)
-        self._core = client.CoreV1Api(api_client)
-        self._custom = client.CustomObjectsApi(api_client)
+        self._api_client = api_client
         self._serialize = api_client.sanitize_for_serialization
         self._context_namespace = context_namespace
         self._request_timeout = request_timeout
+
+    @cached_property
+    def _batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self._api_client)
+
+    @cached_property
+    def _core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self._api_client)
+
+    @cached_property
+    def _custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self._api_client)
 
     @classmethod
     def from_context(cls, context: str | None = None, *, kubeconfig: str | None = None,
