@@ -246,7 +246,7 @@ def _read_workload(kube: "BatchApi", namespace: str, name: str) -> _Read:
 
 def _print_reasons(out: Console, reasons: Sequence["Reason"]) -> None:
     for reason in reasons:
-        out.print(f"- {one_line(reason.text)}", soft_wrap=False)
+        out.print(f"- {one_line(reason.text)}", soft_wrap=True)  # one line each, for grep
 
 
 def _print_status(read: _Read, reasons: Sequence["Reason"]) -> None:
@@ -516,13 +516,13 @@ def submit_command(
 # delete
 
 
-def _confirm(question: str, yes: bool) -> None:
+def _confirm(what: str, yes: bool) -> None:
     """Go on with --yes or a 'y' typed at a terminal; never wait for input that cannot come."""
     if yes:
         return
     if not interactive():
-        fail(f"{question} needs a confirmation, and there is no terminal to ask on. Hint: pass --yes")
-    if not typer.confirm(question, default=False, err=True):
+        fail(f"deleting {what} needs a confirmation, and there is no terminal to ask on. Hint: pass --yes")
+    if not typer.confirm(f"Delete {what}?", default=False, err=True):
         console(stderr=True).print("Nothing deleted.")
         raise typer.Exit(0)
 
@@ -566,7 +566,7 @@ def delete_command(
             console(stderr=True).print("No workloads selected: nothing to delete.")
             raise typer.Exit(0)
         _print_rows(rows, with_namespace=scope is None)
-        _confirm(f"Delete {len(rows)} workload{'s' if len(rows) > 1 else ''}?", yes)
+        _confirm(f"{len(rows)} workload{'s' if len(rows) > 1 else ''}", yes)
         err = console(stderr=True)
         for row in rows:
             try:

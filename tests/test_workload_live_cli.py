@@ -334,8 +334,24 @@ def test_delete_without_a_terminal_and_without_yes_refuses_and_deletes_nothing(w
     result = tpuplane("workload", "delete", "a-big", "--kubeconfig", str(world.kubeconfig))
 
     assert result.exit_code == 2
-    assert "needs a confirmation, and there is no terminal to ask on. Hint: pass --yes" in result.stderr
+    assert "deleting 1 workload needs a confirmation, and there is no terminal to ask on. Hint: pass --yes" \
+        in result.stderr
     assert [r for r in world.requests if r.method == "DELETE"] == []
+
+
+@pytest.mark.parametrize("answer, deleted", [("n\n", 0), ("\n", 0), ("y\n", 1)])
+def test_delete_at_a_terminal_asks_and_deletes_only_on_yes(world, monkeypatch, answer, deleted):
+    import tpuplane.cli.workload_live as live
+
+    monkeypatch.setattr(live, "interactive", lambda: True)
+    world.serve(f"{JOBSETS}/a-big", {"kind": "Status", "apiVersion": "v1", "status": "Success"}, method="DELETE")
+
+    result = CliRunner().invoke(app, ["workload", "delete", "a-big", "--kubeconfig", str(world.kubeconfig)],
+                                input=answer)
+
+    assert result.exit_code == 0, result.output
+    assert "Delete 1 workload? [y/N]" in result.stderr
+    assert len([r for r in world.requests if r.method == "DELETE"]) == deleted
 
 
 def test_delete_with_yes_deletes_the_jobset_in_the_background(world):
