@@ -1,0 +1,567 @@
+"""Existing storage as Kubernetes volumes: a PersistentVolume and a PersistentVolumeClaim per storage entry and team
+namespace, which workloads mount by the storage's name.
+
+Each storage kind is one dataclass naming its own CSI driver and GKE add-on; `persistent_volume` and
+`persistent_volume_claim` render all kinds. The claim carries the storage's name in every namespace that may use it,
+so `--mount data:/data` means the same thing to every team; the volume, cluster-scoped, is named
+`<storage>.<namespace>` (a '.' appears in neither part, so two entries can never render the same name) and is
+pre-bound to that claim (`claimRef` and `volumeName`, `storageClassName: ""`), so no other claim takes it and nothing is
+provisioned dynamically. `Retain`: deleting a volume never touches the data.
+
+Facts, by kind (the drivers' own examples and GKE's documentation):
+- Cloud Storage FUSE (`gcsfuse.csi.storage.gke.io`): the bucket is the `volumeHandle`; mount options are gcsfuse
+  flags; the file cache is off unless `fileCacheCapacity` is set. Every pod that mounts one carries the annotation
+  `gke-gcsfuse/volumes: "true"`, which makes GKE's webhook inject the FUSE sidecar; the sidecar's limits are set to
+  "0" (no limit), as xpk does.
+  https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/cloud-storage-fuse-csi-driver,
+  https://github.com/GoogleCloudPlatform/gcs-fuse-csi-driver/blob/5fcdc04a02/examples/static/pv-pvc-deployment.yaml
+- hostNetwork pods (every tpuplane TPU pod: DCN traffic runs on the VM's network): GKE's metadata server does not
+  serve them, so the volume attribute `hostNetworkPodKSA: "true"` opts them into the pod's Kubernetes service account
+  token, served by the sidecar (v1.17.2-gke.0 or later, which also fills `identityProvider`). The driver reads it only
+  for a pod with `hostNetwork: true` (`shouldPopulateIdentityProvider` in `pkg/csi_driver/node.go`), so every GCS
+  volume carries it. https://github.com/GoogleCloudPlatform/gcs-fuse-csi-driver/blob/5fcdc04a02/docs/authentication.md
+- Filestore (`filestore.csi.storage.gke.io`): handle `modeInstance/<location>/<instance>/<share>`; the node mounts
+  `<ip>:/<share>` from the volume attributes.
+  https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/filestore-csi-driver
+- Parallelstore (`parallelstore.csi.storage.gke.io`): handle `<project>/<location>/<instance>/default-pool/
+  default-container`, attributes `accessPoints` (comma-separated IPs) and `network` (the cluster's VPC); capacity one
+  of 12Ti, 16Ti, 20Ti; pods carry `gke-parallelstore/volumes: "true"` (xpk).
+  https://cloud.google.com/parallelstore/docs/csi-driver-reference
+- Managed Lustre (`lustre.csi.storage.gke.io`): handle `<project>/<zone>/<instance>`, attributes `ip` and
+  `filesystem`. The driver also accepts `<project>/<zone>/<instance>:<suffix>`, which gives several volumes of one
+  instance distinct handles so kubelet mounts each; the suffix here is the namespace.
+  https://github.com/GoogleCloudPlatform/lustre-csi-driver/blob/89f1eb73bc/pkg/util/util.go
+- Persistent Disk (`pd.csi.storage.gke.io`): handle `projects/<p>/zones/<z>/disks/<d>` (or `regions/<r>`), `ext4`.
+  Many nodes may read a disk (ReadOnlyMany, `readOnly`); a read-write disk attaches to one node (ReadWriteOnce), so
+  one namespace at most may use it. A zonal disk attaches only in its zone: the volume's node affinity says so.
+  https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/readonlymany-disks
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Union
+
+from tpuplane.infra.errors import ConfigError, Problem, problems_of
+from tpuplane.infra.naming import DNS_LABEL, K8S_NAME, PROJECT_ID, REGION, ZONE
+from tpuplane.infra.pathways.proxy import parse_gcs_location
+from tpuplane.infra.pathways.service import DEFAULT_SHM_DIR
+
+# Volume names a pod already uses or the GCS FUSE webhook injects: a storage named so would collide.
+RESERVED_VOLUME_PREFIXES = ("gke-", "gcsfuse-")
+RESERVED_VOLUME_NAMES = frozenset({"dshm", "sidecar-shared-memory"})
+STORAGE_NAME_MAX = 40  # a volume name (DNS label), with room for `<storage>.<namespace>` in a label value
+
+ZONE_TOPOLOGY_KEY = "topology.gke.io/zone"  # the Persistent Disk CSI driver's topology key
+GCS_NOMINAL_CAPACITY = "5Gi"  # a bucket has no size: the volume and claim only have to agree
+PARALLELSTORE_CAPACITIES = ("12Ti", "16Ti", "20Ti")
+GCSFUSE_POD_ANNOTATIONS = {
+    "gke-gcsfuse/volumes": "true",
+    "gke-gcsfuse/cpu-limit": "0",
+    "gke-gcsfuse/memory-limit": "0",
+    "gke-gcsfuse/ephemeral-storage-limit": "0",
+}
+PARALLELSTORE_POD_ANNOTATIONS = {"gke-parallelstore/volumes": "true"}
+# gcsfuse flags tpuplane derives from other fields: the folder of `gs://bucket/folder`, and `readOnly`.
+_DERIVED_GCSFUSE_OPTIONS = {"only-dir": "give the folder in the bucket: gs://<bucket>/<folder>",
+                            "ro": "set readOnly: true", "rw": "set readOnly: false"}
+_GCSFUSE_OPTION = re.compile(r"[a-z][a-z0-9_-]*(:[a-z0-9_-]+)*([:=][^,\s=]+)?")
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # instance, share, disk and file system names
+_QUANTITY_ALLOWED = "a Kubernetes quantity such as 1Ti, 500Gi or 2048Gi"
+_NETWORK = re.compile(rf"(projects/{PROJECT_ID.pattern}/global/networks/)?{DNS_LABEL.pattern}")
+_LOCATION = re.compile(rf"{REGION.pattern}(-[a-z])?")
+MOUNT_LOCALITIES = ("node", "pod")
+
+
+def _quantity_problems(path: str, value: str) -> list[Problem]:
+    from kubernetes.utils import parse_quantity  # here: the kubernetes client package costs 0.1 s to import
+
+    try:
+        ok = parse_quantity(value) > 0
+    except (ValueError, TypeError):
+        ok = False
+    return [] if ok else [Problem(path, value, f"{_QUANTITY_ALLOWED}, above zero")]
+
+
+def _ip_problems(path: str, value: str) -> list[Problem]:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return [Problem(path, value, "an IPv4 address, e.g. 10.90.0.2", "the instance's IP address in your VPC")]
+    return []
+
+
+def _pattern_problems(path: str, value: str, pattern: re.Pattern[str], allowed: str, hint: str = "") -> list[Problem]:
+    return [] if pattern.fullmatch(value) and len(value) <= 253 else [Problem(path, value, allowed, hint)]
+
+
+# ---- the kinds ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GcsBucket:
+    """A Cloud Storage bucket (or one folder of it) through Cloud Storage FUSE."""
+
+    kind: ClassVar[str] = "gcsfuse"
+    driver: ClassVar[str] = "gcsfuse.csi.storage.gke.io"
+    addon: ClassVar[str] = "gcs_fuse_csi_driver_config"
+
+    bucket: str  # `gs://<bucket>[/<folder>]` or `<bucket>`
+    mount_options: tuple[str, ...] = ()  # gcsfuse flags, e.g. implicit-dirs, uid=1001
+    file_cache_capacity: str | None = None  # Quantity; "-1": unlimited; None: no file cache
+    file_cache_for_range_read: bool = False
+    metadata_cache_ttl_seconds: int | None = None  # -1: never expires
+
+    @property
+    def bucket_name(self) -> str:
+        return parse_gcs_location(self.bucket).removeprefix("gs://").partition("/")[0]
+
+    @property
+    def folder(self) -> str:
+        return parse_gcs_location(self.bucket).removeprefix("gs://").partition("/")[2]
+
+    def problems(self, path: str) -> list[Problem]:
+        problems = problems_of(lambda: parse_gcs_location(self.bucket, path=f"{path}.bucket"))
+        for option in self.mount_options:
+            name = re.split("[:=]", option, maxsplit=1)[0]
+            if name in _DERIVED_GCSFUSE_OPTIONS:
+                problems.append(Problem(f"{path}.mountOptions", option, "a gcsfuse flag tpuplane does not set itself",
+                                        _DERIVED_GCSFUSE_OPTIONS[name]))
+            elif not _GCSFUSE_OPTION.fullmatch(option):
+                problems.append(Problem(f"{path}.mountOptions", option,
+                                        "one gcsfuse flag per item: name[=value] or section:key:value, no commas or "
+                                        "spaces", "e.g. implicit-dirs, uid=1001, metadata-cache:ttl-secs:600"))
+        if self.file_cache_capacity is not None and self.file_cache_capacity != "-1":
+            problems += _quantity_problems(f"{path}.fileCacheCapacity", self.file_cache_capacity)
+        if self.file_cache_for_range_read and self.file_cache_capacity is None:
+            problems.append(Problem(f"{path}.fileCacheForRangeRead", True, "false without a file cache",
+                                    "set fileCacheCapacity to turn the file cache on"))
+        ttl = self.metadata_cache_ttl_seconds
+        if ttl is not None and ttl < -1:
+            problems.append(Problem(f"{path}.metadataCacheTtlSeconds", ttl, "seconds, 0 or more, or -1 (never expires)"))
+        return problems
+
+    def handle(self, namespace: str) -> str:
+        return self.bucket_name
+
+    def attributes(self) -> dict[str, str]:
+        attributes = {"hostNetworkPodKSA": "true"}
+        if self.file_cache_capacity is not None:
+            attributes["fileCacheCapacity"] = self.file_cache_capacity
+            attributes["fileCacheForRangeRead"] = "true" if self.file_cache_for_range_read else "false"
+        if self.metadata_cache_ttl_seconds is not None:
+            attributes["metadataCacheTTLSeconds"] = str(self.metadata_cache_ttl_seconds)
+        return attributes
+
+    def options(self) -> list[str]:
+        return [*self.mount_options, *([f"only-dir={self.folder}"] if self.folder else [])]
+
+    def capacity(self) -> str:
+        return GCS_NOMINAL_CAPACITY
+
+
+@dataclass(frozen=True)
+class FilestoreShare:
+    """The file share of an existing Filestore instance."""
+
+    kind: ClassVar[str] = "filestore"
+    driver: ClassVar[str] = "filestore.csi.storage.gke.io"
+    addon: ClassVar[str] = "gcp_filestore_csi_driver_config"
+
+    location: str  # the instance's zone or region
+    instance: str
+    share: str
+    ip: str
+    size: str  # the instance's capacity, e.g. 1Ti
+
+    def problems(self, path: str) -> list[Problem]:
+        return (_pattern_problems(f"{path}.location", self.location, _LOCATION, "a zone or region, e.g. us-east5-b")
+                + _pattern_problems(f"{path}.instance", self.instance, DNS_LABEL, "a Filestore instance name")
+                + _pattern_problems(f"{path}.share", self.share, _TOKEN, "the file share's name, e.g. vol1")
+                + _ip_problems(f"{path}.ip", self.ip) + _quantity_problems(f"{path}.size", self.size))
+
+    def handle(self, namespace: str) -> str:
+        return f"modeInstance/{self.location}/{self.instance}/{self.share}"
+
+    def attributes(self) -> dict[str, str]:
+        return {"ip": self.ip, "volume": self.share}
+
+    def options(self) -> list[str]:
+        return []
+
+    def capacity(self) -> str:
+        return self.size
+
+
+@dataclass(frozen=True)
+class ParallelstoreInstance:
+    """An existing Parallelstore instance (available by invitation only)."""
+
+    kind: ClassVar[str] = "parallelstore"
+    driver: ClassVar[str] = "parallelstore.csi.storage.gke.io"
+    addon: ClassVar[str] = "parallelstore_csi_driver_config"
+
+    project: str
+    location: str
+    instance: str
+    access_points: tuple[str, ...]
+    network: str  # the cluster's VPC: a name, or projects/<p>/global/networks/<name>
+    size: str = PARALLELSTORE_CAPACITIES[0]
+    mount_locality: str | None = None  # node | pod (the driver's default)
+
+    def problems(self, path: str) -> list[Problem]:
+        problems = (_pattern_problems(f"{path}.project", self.project, PROJECT_ID, "a GCP project id, e.g. acme-ml")
+                    + _pattern_problems(f"{path}.location", self.location, _LOCATION, "a zone, e.g. us-east5-b")
+                    + _pattern_problems(f"{path}.instance", self.instance, DNS_LABEL, "a Parallelstore instance name")
+                    + _pattern_problems(f"{path}.network", self.network, _NETWORK,
+                                        "a VPC name or projects/<project>/global/networks/<name>",
+                                        "the cluster's network: the driver checks they match"))
+        if not self.access_points:
+            problems.append(Problem(f"{path}.accessPoints", [], "the instance's access point IPs, at least one"))
+        for i, ip in enumerate(self.access_points):
+            problems += _ip_problems(f"{path}.accessPoints[{i}]", ip)
+        if self.size not in PARALLELSTORE_CAPACITIES:
+            problems.append(Problem(f"{path}.size", self.size, f"one of {', '.join(PARALLELSTORE_CAPACITIES)}",
+                                    "the values the Parallelstore CSI driver accepts for a volume's capacity"))
+        if self.mount_locality is not None and self.mount_locality not in MOUNT_LOCALITIES:
+            problems.append(Problem(f"{path}.mountLocality", self.mount_locality, " or ".join(MOUNT_LOCALITIES)))
+        return problems
+
+    def handle(self, namespace: str) -> str:
+        return f"{self.project}/{self.location}/{self.instance}/default-pool/default-container"
+
+    def attributes(self) -> dict[str, str]:
+        attributes = {"accessPoints": ",".join(self.access_points), "network": self.network}
+        if self.mount_locality:
+            attributes["mountLocality"] = self.mount_locality
+        return attributes
+
+    def options(self) -> list[str]:
+        return []
+
+    def capacity(self) -> str:
+        return self.size
+
+
+@dataclass(frozen=True)
+class LustreInstance:
+    """An existing Google Cloud Managed Lustre instance."""
+
+    kind: ClassVar[str] = "lustre"
+    driver: ClassVar[str] = "lustre.csi.storage.gke.io"
+    addon: ClassVar[str] = "lustre_csi_driver_config"
+
+    project: str
+    zone: str
+    instance: str
+    ip: str
+    filesystem: str
+    size: str
+
+    def problems(self, path: str) -> list[Problem]:
+        return (_pattern_problems(f"{path}.project", self.project, PROJECT_ID, "a GCP project id, e.g. acme-ml")
+                + _pattern_problems(f"{path}.zone", self.zone, ZONE, "a zone, e.g. us-east5-b")
+                + _pattern_problems(f"{path}.instance", self.instance, DNS_LABEL, "a Managed Lustre instance name")
+                + _pattern_problems(f"{path}.filesystem", self.filesystem, _TOKEN, "the instance's file system name")
+                + _ip_problems(f"{path}.ip", self.ip) + _quantity_problems(f"{path}.size", self.size))
+
+    def handle(self, namespace: str) -> str:
+        return f"{self.project}/{self.zone}/{self.instance}:{namespace}"
+
+    def attributes(self) -> dict[str, str]:
+        return {"filesystem": self.filesystem, "ip": self.ip}
+
+    def options(self) -> list[str]:
+        return []
+
+    def capacity(self) -> str:
+        return self.size
+
+
+@dataclass(frozen=True)
+class PersistentDisk:
+    """An existing Persistent Disk or Hyperdisk, populated beforehand."""
+
+    kind: ClassVar[str] = "pd"
+    driver: ClassVar[str] = "pd.csi.storage.gke.io"
+    addon: ClassVar[str] = "gce_persistent_disk_csi_driver_config"
+
+    project: str
+    location: str  # a zone, or a region for a regional disk
+    disk: str
+    size: str
+    fs_type: str = "ext4"
+
+    @property
+    def zonal(self) -> bool:
+        return ZONE.fullmatch(self.location) is not None
+
+    def problems(self, path: str) -> list[Problem]:
+        return (_pattern_problems(f"{path}.project", self.project, PROJECT_ID, "a GCP project id, e.g. acme-ml")
+                + _pattern_problems(f"{path}.location", self.location, _LOCATION,
+                                    "the disk's zone (e.g. us-east5-b), or its region for a regional disk")
+                + _pattern_problems(f"{path}.disk", self.disk, DNS_LABEL, "a disk name")
+                + _quantity_problems(f"{path}.size", self.size)
+                + ([] if self.fs_type in ("ext4", "xfs") else [Problem(f"{path}.fsType", self.fs_type, "ext4 or xfs")]))
+
+    def handle(self, namespace: str) -> str:
+        scope = "zones" if self.zonal else "regions"
+        return f"projects/{self.project}/{scope}/{self.location}/disks/{self.disk}"
+
+    def attributes(self) -> dict[str, str]:
+        return {}
+
+    def options(self) -> list[str]:
+        return []
+
+    def capacity(self) -> str:
+        return self.size
+
+
+Source = Union[GcsBucket, FilestoreShare, ParallelstoreInstance, LustreInstance, PersistentDisk]
+STORAGE_KINDS: dict[str, type] = {cls.kind: cls for cls in
+                                  (GcsBucket, FilestoreShare, ParallelstoreInstance, LustreInstance, PersistentDisk)}
+
+
+@dataclass(frozen=True)
+class Storage:
+    """One storage entry: what it is, whether jobs may write to it, and the team namespaces that may mount it."""
+
+    name: str
+    source: Source
+    read_only: bool
+    namespaces: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        return self.source.kind
+
+    @property
+    def single_writer(self) -> bool:
+        """A read-write disk attaches to one node only."""
+        return isinstance(self.source, PersistentDisk) and not self.read_only
+
+
+def storage_problems(storage: Storage, path: str) -> list[Problem]:
+    """Every rule one storage entry must pass; `path` is the entry's config path or Args field."""
+    problems = []
+    if not DNS_LABEL.fullmatch(storage.name) or len(storage.name) > STORAGE_NAME_MAX:
+        problems.append(Problem(f"{path}.name", storage.name, f"a DNS label of at most {STORAGE_NAME_MAX} characters",
+                                "workloads mount the storage by this name; it names the volume in their pods"))
+    elif storage.name in RESERVED_VOLUME_NAMES or storage.name.startswith(RESERVED_VOLUME_PREFIXES):
+        problems.append(Problem(f"{path}.name", storage.name, "a name other than dshm, sidecar-shared-memory and "
+                                "names starting with gke- or gcsfuse-", "tpuplane and GKE name pod volumes so"))
+    if not storage.namespaces:
+        problems.append(Problem(f"{path}.teams", [], "at least one team that may mount it"))
+    for i, namespace in enumerate(storage.namespaces):
+        if not K8S_NAME.fullmatch(namespace):
+            problems.append(Problem(f"{path}.teams[{i}]", namespace, "a team namespace (a DNS label)"))
+    if len(set(storage.namespaces)) != len(storage.namespaces):
+        problems.append(Problem(f"{path}.teams", list(storage.namespaces), "each team once"))
+    if storage.single_writer and len(storage.namespaces) > 1:
+        problems.append(Problem(f"{path}.teams", list(storage.namespaces), "one team for a read-write disk",
+                                "a read-write Persistent Disk attaches to one node (ReadWriteOnce); set readOnly: true "
+                                "to share it"))
+    return problems + storage.source.problems(path)
+
+
+def check_storages(storages: list[Storage], path: str) -> None:
+    """Raise ConfigError with every problem of the entries under `path` (a list), names unique."""
+    problems = []
+    names = [s.name for s in storages]
+    for i, storage in enumerate(storages):
+        problems += storage_problems(storage, f"{path}[{i}]")
+        if storage.name in names[:i]:
+            problems.append(Problem(f"{path}[{i}].name", storage.name, "a name no other storage entry uses"))
+    if problems:
+        raise ConfigError(problems)
+
+
+# ---- rendering ----------------------------------------------------------------------------------------------------
+
+MANAGED_BY_LABELS = {"app.kubernetes.io/managed-by": "tpuplane"}
+STORAGE_LABEL = "tpuplane.dev/storage"
+
+
+def volume_name(storage: Storage, namespace: str) -> str:
+    return f"{storage.name}.{namespace}"
+
+
+def _access_modes(storage: Storage) -> list[str]:
+    if storage.read_only:
+        return ["ReadOnlyMany"]
+    return ["ReadWriteOnce"] if storage.single_writer else ["ReadWriteMany"]
+
+
+def _labels(storage: Storage) -> dict[str, str]:
+    return {**MANAGED_BY_LABELS, STORAGE_LABEL: storage.name}
+
+
+def persistent_volume(storage: Storage, namespace: str) -> dict[str, Any]:
+    """The volume of `storage` that the claim in `namespace` binds, and no other."""
+    source = storage.source
+    csi: dict[str, Any] = {"driver": source.driver, "volumeHandle": source.handle(namespace)}
+    if attributes := source.attributes():
+        csi["volumeAttributes"] = attributes
+    if isinstance(source, PersistentDisk):
+        csi["fsType"] = source.fs_type
+    if storage.read_only:
+        csi["readOnly"] = True
+    spec: dict[str, Any] = {
+        "accessModes": _access_modes(storage),
+        "capacity": {"storage": source.capacity()},
+        "claimRef": {"name": storage.name, "namespace": namespace},
+        "csi": csi,
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": "",
+        "volumeMode": "Filesystem",
+    }
+    if options := source.options():
+        spec["mountOptions"] = options
+    if isinstance(source, PersistentDisk) and source.zonal:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ZONE_TOPOLOGY_KEY, "operator": "In", "values": [source.location]}]}]}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"labels": _labels(storage), "name": volume_name(storage, namespace)}, "spec": spec}
+
+
+def persistent_volume_claim(storage: Storage, namespace: str) -> dict[str, Any]:
+    """The claim workloads in `namespace` mount, named after the storage."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"labels": _labels(storage), "name": storage.name, "namespace": namespace},
+        "spec": {
+            "accessModes": _access_modes(storage),
+            "resources": {"requests": {"storage": storage.source.capacity()}},
+            "storageClassName": "",
+            "volumeMode": "Filesystem",
+            "volumeName": volume_name(storage, namespace),
+        },
+    }
+
+
+def render_storage(storages: list[Storage]) -> list[dict[str, Any]]:
+    """Every volume and claim, by storage name, then namespace: the order of the config does not matter."""
+    objects = []
+    for storage in sorted(storages, key=lambda s: s.name):
+        for namespace in sorted(storage.namespaces):
+            objects += [persistent_volume(storage, namespace), persistent_volume_claim(storage, namespace)]
+    return objects
+
+
+def gcs_ephemeral_volume(storage: Storage) -> dict[str, Any]:
+    """A bucket as a CSI ephemeral inline volume: no volume or claim, any namespace (GKE's other GCS FUSE form)."""
+    source = storage.source
+    if not isinstance(source, GcsBucket):
+        raise ValueError(f"storage {storage.name} is {source.kind}: only gcsfuse has an ephemeral form")
+    attributes = {"bucketName": source.bucket_name, **source.attributes()}
+    if options := source.options():
+        attributes["mountOptions"] = ",".join(options)
+    csi: dict[str, Any] = {"driver": source.driver, "volumeAttributes": attributes}
+    if storage.read_only:
+        csi["readOnly"] = True
+    return {"csi": csi, "name": storage.name}
+
+
+def required_addons(storages: list[Storage]) -> list[str]:
+    """The cluster's `addons_config` blocks the storages' CSI drivers need (pulumi-gcp names), sorted."""
+    return sorted({s.source.addon for s in storages})
+
+
+# ---- mounts -------------------------------------------------------------------------------------------------------
+
+# Where tpuplane and GKE mount things in a TPU pod: a storage mounted there would hide them or be hidden.
+RESERVED_MOUNT_PATHS = ("/dev", "/proc", "/sys", "/etc", "/var/run", DEFAULT_SHM_DIR)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """`NAME:/path[:ro]`: a storage of the stack at a path in the workload's containers."""
+
+    storage: str
+    path: str
+    read_only: bool = False
+
+    @classmethod
+    def parse(cls, text: str, *, path: str = "--mount") -> "Mount":
+        name, sep, rest = text.partition(":")
+        mount_path, _, flag = rest.partition(":")
+        if not sep or not name or not mount_path or flag not in ("", "ro", "rw"):
+            raise ConfigError.at(path, text, "NAME:/path or NAME:/path:ro", "NAME is a storage entry of the stack")
+        return cls(name, mount_path, flag == "ro")
+
+    def __str__(self) -> str:
+        return f"{self.storage}:{self.path}{':ro' if self.read_only else ''}"
+
+
+def mount_problems(mounts: list[Mount], storages: list[Storage], *, namespace: str, pods: int,
+                   path: str = "--mount") -> list[Problem]:
+    """Every rule the mounts of one workload break: the storage exists and `namespace` may use it, paths are
+    absolute, distinct and outside the system's, a read-only storage is mounted read-only, and a read-write disk
+    serves a workload of one pod."""
+    by_name = {s.name: s for s in storages}
+    problems, seen_paths = [], []
+    for i, mount in enumerate(mounts):
+        where = f"{path}[{i}]" if len(mounts) > 1 else path
+        storage = by_name.get(mount.storage)
+        if storage is None:
+            listed = ", ".join(sorted(by_name)) or "none: the stack has no storage entries"
+            problems.append(Problem(where, str(mount), f"a storage of the stack: {listed}"))
+            continue
+        if namespace not in storage.namespaces:
+            problems.append(Problem(where, str(mount), f"a storage namespace {namespace} may use; "
+                                    f"{storage.name} is for {', '.join(sorted(storage.namespaces))}",
+                                    f"add the team to the storage's teams, or run in one of those namespaces"))
+        normal = posixpath.normpath(mount.path)
+        if not mount.path.startswith("/") or normal != mount.path.rstrip("/") or normal == "/" or "//" in mount.path \
+                or any(c in mount.path for c in ":,\n\r\t\\") or len(mount.path) > 1024:
+            problems.append(Problem(where, str(mount), "an absolute path other than /, without '..', '.' or '//'"))
+        elif any(normal == p or normal.startswith(p + "/") for p in RESERVED_MOUNT_PATHS):
+            problems.append(Problem(where, str(mount), f"a path outside {', '.join(RESERVED_MOUNT_PATHS)}"))
+        elif normal in seen_paths:
+            problems.append(Problem(where, str(mount), "a path no other mount of the workload uses"))
+        seen_paths.append(normal)
+        if storage.read_only and not mount.read_only:
+            problems.append(Problem(where, str(mount), f"{mount.storage}:{mount.path}:ro",
+                                    f"storage {storage.name} is read-only"))
+        if storage.single_writer and pods > 1:
+            problems.append(Problem(where, str(mount), "a read-write disk in a workload of one pod",
+                                    f"this workload has {pods} pods on as many nodes, and a read-write Persistent Disk "
+                                    "attaches to one node; make the storage readOnly, or use a bucket or file system"))
+    names = [m.storage for m in mounts]
+    problems += [Problem(f"{path}[{i}]" if len(mounts) > 1 else path, str(m), "each storage mounted once")
+                 for i, m in enumerate(mounts) if m.storage in names[:i]]
+    return problems
+
+
+@dataclass(frozen=True)
+class PodMounts:
+    """What a workload's pods get for their mounts: volumes, each container's mounts, pod annotations."""
+
+    volumes: list[dict[str, Any]]
+    volume_mounts: list[dict[str, Any]]
+    annotations: dict[str, str]
+    kinds: frozenset[str]
+
+
+def pod_mounts(mounts: list[Mount], storages: list[Storage]) -> PodMounts:
+    """The pod side of checked mounts: each storage's claim as a volume named after it."""
+    by_name = {s.name: s for s in storages}
+    volumes, volume_mounts, kinds = [], [], set()
+    for mount in mounts:
+        storage = by_name[mount.storage]
+        kinds.add(storage.kind)
+        read_only = storage.read_only or mount.read_only
+        claim: dict[str, Any] = {"claimName": storage.name}
+        if read_only:
+            claim["readOnly"] = True
+        volumes.append({"name": storage.name, "persistentVolumeClaim": claim})
+        volume_mounts.append({"mountPath": posixpath.normpath(mount.path), "name": storage.name,
+                              **({"readOnly": True} if read_only else {})})
+    annotations = {**(GCSFUSE_POD_ANNOTATIONS if GcsBucket.kind in kinds else {}),
+                   **(PARALLELSTORE_POD_ANNOTATIONS if ParallelstoreInstance.kind in kinds else {})}
+    return PodMounts(volumes, volume_mounts, dict(sorted(annotations.items())), frozenset(kinds))
