@@ -182,20 +182,20 @@ def rm_args(*, instance_type: str, slices: int, gcs_scratch_location: str) -> li
     ]
 
 
-def worker_args(*, name: str, gcs_scratch_location: str) -> list[str]:
+def worker_args(*, resource_manager: str, gcs_scratch_location: str) -> list[str]:
     return [
         f"--server_port={WORKER_PORT}",
-        f"--resource_manager_address={pathways_service_address(name)}",
+        f"--resource_manager_address={resource_manager}",
         f"--gcs_scratch_location={gcs_scratch_location}",
     ]
 
 
-def _head_job(name: str, *, spec: TpuSpec, slices: int, server_image: str, gcs_scratch_location: str,
-              cpu_pool: str) -> dict[str, Any]:
-    container = {
+def rm_container(*, image: str, spec: TpuSpec, slices: int, gcs_scratch_location: str) -> dict[str, Any]:
+    """The resource manager: one per Pathways cluster, shared service or per-job head."""
+    return {
         "name": RM_CONTAINER,
-        "image": server_image,
-        "imagePullPolicy": pull_policy(server_image),
+        "image": image,
+        "imagePullPolicy": pull_policy(image),
         "args": rm_args(instance_type=spec.pathways_instance_type, slices=slices,
                         gcs_scratch_location=gcs_scratch_location),
         "env": [
@@ -205,10 +205,40 @@ def _head_job(name: str, *, spec: TpuSpec, slices: int, server_image: str, gcs_s
             {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
         ],
         "ports": _ports(RM_PORTS),
-        # Ready = the RM accepts connections: only then do the workers start (dependsOn Ready).
+        # Ready = the RM accepts connections: what the service's workers wait for (dependsOn Ready).
         "readinessProbe": {"periodSeconds": 5, "tcpSocket": {"port": RM_PORT}},
         "resources": {"limits": dict(RM_RESOURCES), "requests": dict(RM_RESOURCES)},
     }
+
+
+def worker_container(*, image: str, spec: TpuSpec, resource_manager: str, gcs_scratch_location: str) -> dict[str, Any]:
+    """A Pathways worker: one per TPU VM, every chip of it, registered with the resource manager at
+    `resource_manager` (host:port)."""
+    return {
+        "name": WORKER_CONTAINER,
+        "image": image,
+        "imagePullPolicy": pull_policy(image),
+        "args": worker_args(resource_manager=resource_manager, gcs_scratch_location=gcs_scratch_location),
+        "env": [
+            _from_field("JOBSET_NAME", "annotations", _JOBSET_NAME),
+            {"name": "MEGASCALE_GRPC_ENABLE_XOR_TRACER", "value": "false"},
+            _from_field("MEGASCALE_COORDINATOR_ADDRESS", "labels", _COORDINATOR),
+            _from_field("MEGASCALE_NUM_SLICES", "labels", _REPLICATED_JOB_REPLICAS),
+            _from_field("MEGASCALE_SLICE_ID", "labels", _JOB_INDEX),
+            _from_field("PATHWAYS_HEAD", "labels", _COORDINATOR),
+            _from_field("REPLICATED_JOB_NAME", "annotations", _REPLICATED_JOB_NAME),
+            {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "0"},
+            {"name": "TPU_MIN_LOG_LEVEL", "value": "0"},
+            {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
+        ],
+        "ports": _ports(WORKER_PORTS),
+        "resources": tpu_resources(spec),
+    }
+
+
+def _head_job(name: str, *, spec: TpuSpec, slices: int, server_image: str, gcs_scratch_location: str,
+              cpu_pool: str) -> dict[str, Any]:
+    container = rm_container(image=server_image, spec=spec, slices=slices, gcs_scratch_location=gcs_scratch_location)
     return {
         "name": HEAD_JOB,
         "replicas": 1,
@@ -232,26 +262,8 @@ def _head_job(name: str, *, spec: TpuSpec, slices: int, server_image: str, gcs_s
 
 def _worker_job(name: str, *, spec: TpuSpec, slices: int, capacity: str, server_image: str,
                 gcs_scratch_location: str, node_pools: list[str], placement_policy: str | None) -> dict[str, Any]:
-    container = {
-        "name": WORKER_CONTAINER,
-        "image": server_image,
-        "imagePullPolicy": pull_policy(server_image),
-        "args": worker_args(name=name, gcs_scratch_location=gcs_scratch_location),
-        "env": [
-            _from_field("JOBSET_NAME", "annotations", _JOBSET_NAME),
-            {"name": "MEGASCALE_GRPC_ENABLE_XOR_TRACER", "value": "false"},
-            _from_field("MEGASCALE_COORDINATOR_ADDRESS", "labels", _COORDINATOR),
-            _from_field("MEGASCALE_NUM_SLICES", "labels", _REPLICATED_JOB_REPLICAS),
-            _from_field("MEGASCALE_SLICE_ID", "labels", _JOB_INDEX),
-            _from_field("PATHWAYS_HEAD", "labels", _COORDINATOR),
-            _from_field("REPLICATED_JOB_NAME", "annotations", _REPLICATED_JOB_NAME),
-            {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "0"},
-            {"name": "TPU_MIN_LOG_LEVEL", "value": "0"},
-            {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
-        ],
-        "ports": _ports(WORKER_PORTS),
-        "resources": tpu_resources(spec),
-    }
+    container = worker_container(image=server_image, spec=spec, resource_manager=pathways_service_address(name),
+                                 gcs_scratch_location=gcs_scratch_location)
     # Only this group's node pools: another group of the same TPU type (a batch pool under Kueue) is not ours.
     own_pools = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": NODEPOOL_LABEL, "operator": "In", "values": sorted(node_pools)}]}]}}}
