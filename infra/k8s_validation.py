@@ -8,6 +8,9 @@
 - The ClusterQueue rules the API server enforces beyond the schema (CEL and Kueue's webhook) that tpuplane's
   renderers could break: one quota per covered resource, in order; borrowingLimit only in a cohort;
   lendingLimit at most nominalQuota.
+- A PodMonitoring against its CRD (Managed Prometheus, `monitoring.googleapis.com/v1`), and the CRD's CEL rules:
+  a scrape timeout within its interval, one authentication method per endpoint, no Basic `authorization`, and
+  Secrets of the PodMonitoring's own namespace only.
 - The JobSet webhook's create rules beyond the schema (JobSet v0.12 `ValidateCreate`) that a JobSet can break:
   the child Job and pod names it generates are DNS-1035 labels, replicas x parallelism fits an int32,
   failure-policy rule names are unique, and the replicated jobs it refers to exist (dependsOn: an earlier one).
@@ -16,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any, Iterable
@@ -26,7 +30,11 @@ import kubernetes_validate
 from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX
 
 K8S_VERSION = "1.32.0"
-_OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io")
+_OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io", "monitoring.googleapis.com")
+# A Prometheus duration: 1h30m, 30s, 500ms ...
+_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
+                "y": 31_536_000_000}
 INT32_MAX = 2**31 - 1
 
 
@@ -143,6 +151,40 @@ def _jobset_rule_errors(obj: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _duration_ms(text: str) -> int | None:
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(int(n) * _DURATION_MS[u] for n, u in parts)
+
+
+def _secret_refs(endpoint: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    auth, basic, tls = endpoint.get("authorization", {}), endpoint.get("basicAuth", {}), endpoint.get("tls", {})
+    refs = [("authorization.credentials", auth.get("credentials", {})), ("basicAuth.password", basic.get("password", {})),
+            ("oauth2.clientSecret", endpoint.get("oauth2", {}).get("clientSecret", {}))]
+    refs += [(f"tls.{key}", tls.get(key, {})) for key in ("ca", "cert", "key")]
+    return [(path, ref["secret"]) for path, ref in refs if "secret" in ref]
+
+
+def _pod_monitoring_rule_errors(obj: dict[str, Any]) -> list[str]:
+    errors = []
+    for i, endpoint in enumerate(obj["spec"]["endpoints"]):
+        where = f"{_where(obj)}: spec.endpoints.{i}"
+        interval, timeout = _duration_ms(endpoint["interval"]), _duration_ms(endpoint.get("timeout", "0s"))
+        if interval is None or timeout is None:
+            errors.append(f"{where}: interval and timeout must be Prometheus durations such as 30s")
+        elif "timeout" in endpoint and timeout > interval:
+            errors.append(f"{where}: scrape timeout ({endpoint['timeout']}) must not be greater than scrape interval "
+                          f"({endpoint['interval']})")
+        if sum(key in endpoint for key in ("authorization", "basicAuth", "oauth2")) > 1:
+            errors.append(f"{where}: at most one of authorization, basicAuth and oauth2")
+        if endpoint.get("authorization", {}).get("type") == "Basic":
+            errors.append(f'{where}.authorization.type: authorization type cannot be set to "basic", use "basicAuth"')
+        errors += [f"{where}.{path}.secret.namespace: Namespace not allowed on PodMonitoring secret references."
+                   for path, secret in _secret_refs(endpoint) if "namespace" in secret]
+    return errors
+
+
 def manifest_errors(obj: dict[str, Any]) -> list[str]:
     """Every violation found in one object (empty when valid)."""
     group = obj.get("apiVersion", "").rpartition("/")[0]
@@ -154,6 +196,8 @@ def manifest_errors(obj: dict[str, Any]) -> list[str]:
                 errors += _jobset_rule_errors(obj)
         if obj.get("kind") == "ClusterQueue" and not errors:  # the rules read a well-formed spec
             errors += _cluster_queue_rule_errors(obj)
+        if obj.get("kind") == "PodMonitoring" and not errors:
+            errors += _pod_monitoring_rule_errors(obj)
         return errors
     return _core_errors(obj)
 

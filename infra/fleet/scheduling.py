@@ -22,6 +22,9 @@ CAPACITY_LABEL = "tpuplane.dev/capacity"
 # Label and taint of the node pools a long-running service (the Shared Pathways Service) holds outside Kueue:
 # batch pods never land there, and only the service's pods tolerate it.
 DEDICATED_KEY = "tpuplane.dev/dedicated"
+# Pod label naming the slice group (`tpuplane:tpuPools[].name`) a TPU pod runs on: Cloud Monitoring shows pod labels
+# as `metadata.user_labels`, so the fleet dashboard charts TPU use per group by it.
+SLICE_GROUP_LABEL = "tpuplane.dev/slice-group"
 
 TPU_TAINT_KEY = TPU_RESOURCE
 TPU_TAINT_VALUE = "present"
