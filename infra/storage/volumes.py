@@ -69,6 +69,7 @@ PARALLELSTORE_POD_ANNOTATIONS = {"gke-parallelstore/volumes": "true"}
 _DERIVED_GCSFUSE_OPTIONS = {"only-dir": "give the folder in the bucket: gs://<bucket>/<folder>",
                             "ro": "set readOnly: true", "rw": "set readOnly: false"}
 _GCSFUSE_OPTION = re.compile(r"[a-z][a-z0-9_-]*(:[a-z0-9_-]+)*([:=][^,\s=]+)?")
+_FOLDER = re.compile(r"[A-Za-z0-9_.\-/]*")
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # instance, share, disk and file system names
 _QUANTITY_ALLOWED = "a Kubernetes quantity such as 1Ti, 500Gi or 2048Gi"
 _NETWORK = re.compile(rf"(projects/{PROJECT_ID.pattern}/global/networks/)?{DNS_LABEL.pattern}")
@@ -80,10 +81,10 @@ def _quantity_problems(path: str, value: str) -> list[Problem]:
     from kubernetes.utils import parse_quantity  # here: the kubernetes client package costs 0.1 s to import
 
     try:
-        ok = parse_quantity(value) > 0
-    except (ValueError, TypeError):
+        ok = 0 < parse_quantity(value) < 2**63  # what a Kubernetes quantity holds
+    except (ValueError, TypeError, ArithmeticError):
         ok = False
-    return [] if ok else [Problem(path, value, f"{_QUANTITY_ALLOWED}, above zero")]
+    return [] if ok else [Problem(path, value, f"{_QUANTITY_ALLOWED}, above zero and below 8Ei")]
 
 
 def _ip_problems(path: str, value: str) -> list[Problem]:
@@ -125,6 +126,9 @@ class GcsBucket:
 
     def problems(self, path: str) -> list[Problem]:
         problems = problems_of(lambda: parse_gcs_location(self.bucket, path=f"{path}.bucket"))
+        if not problems and not _FOLDER.fullmatch(self.folder):
+            problems.append(Problem(f"{path}.bucket", self.bucket, "gs://<bucket>[/<folder>], the folder of letters, "
+                                    "digits, '/', '-', '_' and '.'", "gcsfuse mounts it with only-dir=<folder>"))
         for option in self.mount_options:
             name = re.split("[:=]", option, maxsplit=1)[0]
             if name in _DERIVED_GCSFUSE_OPTIONS:
