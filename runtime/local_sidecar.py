@@ -21,6 +21,7 @@ without the `runtime` extra; `LocalSidecar()` then raises an ImportError that sa
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
 import hashlib
@@ -30,6 +31,7 @@ import json
 import itertools
 import math
 import os
+import pickletools
 import secrets
 import select
 import shutil
@@ -37,6 +39,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import types
 import weakref
@@ -52,7 +55,7 @@ from tpuplane.runtime.sidecar_protocol import ProtocolError, SidecarError
 
 __all__ = [
     "Capabilities", "LocalSidecar", "ProtocolError", "RemoteError", "SidecarDied", "SidecarError",
-    "SidecarPicklingError", "SidecarStartError", "SidecarTimeout", "SidecarVersionMismatch", "ensure_sidecar_venv",
+    "SidecarPicklingError", "SidecarResultError", "SidecarStartError", "SidecarTimeout", "SidecarVersionMismatch", "ensure_sidecar_venv",
     "pickled_by_value", "resolve_target", "run_target",
 ]
 
@@ -90,12 +93,17 @@ class SidecarDied(SidecarError):
 
 
 class SidecarTimeout(SidecarError):
-    """A reply did not start within the request's `timeout`. The worker still runs the call; its reply is dropped
-    when it comes, so the sidecar stays usable (its next request waits until the worker is free)."""
+    """A reply did not start within the request's `timeout`. The call was cancelled: its worker was killed, and
+    the next request starts a new one."""
 
 
 class SidecarPicklingError(SidecarError):
     """The call could not be pickled on the client; the message names the object that could not."""
+
+
+class SidecarResultError(SidecarError):
+    """The worker's result arrived but cannot be unpickled here; the message names the function and what the
+    result refers to (usually a module that exists only in the sidecar environment)."""
 
 
 class RemoteError(SidecarError):
@@ -116,6 +124,7 @@ _PHASES = {
     "run": "while running the function",
     "dump": "while pickling the result",
     "protocol": "rejecting the request",
+    "fork": "a process the function forked returned from it too",
 }
 
 
@@ -143,16 +152,18 @@ class LocalSidecar:
     away: for its `bye`, for its exit, and for its connection to close once it has exited. `worker_command` is how
     the interpreter runs the worker (default `-m tpuplane.runtime.sidecar_worker`); tests run a misbehaving one.
 
-    Every process a call starts dies with the sidecar, whatever it does to its session or process group. The
-    worker runs in its own session and process group, killed as a whole on close and on the worker's death; it is
-    also a child subreaper that kills all its descendants before it exits (double forks and `setsid` helpers
-    included); and when the worker itself had to be killed, close() kills the processes that still carry this
-    sidecar's `TPUPLANE_SIDECAR_SESSION` marker in their environment. Its own session also keeps a Ctrl-C meant for
-    the client from killing it mid-call.
+    The worker reads nothing from this process's stdin (it gets /dev/null) and writes its output unbuffered, so a
+    print just before it dies is not lost. Nothing it starts outlives the sidecar, nor this process: the worker dies
+    with its client however the client dies (a parent-death signal and a watchdog on the connection, see
+    `sidecar_worker`) and kills all its descendants first; it runs in its own session and process group, killed as
+    a whole on close and on the worker's death (its own session also keeps a Ctrl-C meant for the client from
+    reaching it); and when the worker itself had to be killed, the processes that still carry this sidecar's
+    `TPUPLANE_SIDECAR_SESSION` marker (`session`) in their environment are killed too.
 
-    A call abandoned by its `timeout` or by an interrupt stays pending: the worker finishes it, and its reply is read
-    and dropped before the next reply (which therefore waits until the worker is free). Not thread-safe: one
-    request at a time.
+    A call abandoned by its `timeout` or interrupted (Ctrl-C) is cancelled: the worker is killed with everything it
+    started, and the next request starts a fresh one, so the sidecar stays usable and `close()` never waits for an
+    abandoned call. What the old worker kept (module globals, a function's state) is gone; functions are sent again.
+    Calls from several threads are safe: they run one at a time.
     """
 
     def __init__(
@@ -175,39 +186,60 @@ class LocalSidecar:
         self.connect_timeout = connect_timeout
         self.shutdown_timeout = shutdown_timeout
         self.versions: protocol.RuntimeVersions | None = None  # the worker's, once the handshake is done
+        self.session = secrets.token_hex(8)  # marks every process of this sidecar (see `_kill_marked`)
         self._command = [interpreter, *worker_command]
-        self._session = secrets.token_hex(8)  # marks every process of this sidecar (see `_kill_marked`)
         self._extra_env = dict(env or {})
-        self._process: subprocess.Popen[bytes] | None = None
-        self._sock: socket.socket | None = None
-        self._reader: wire.Reader | None = None
-        self._pidfd: int | None = None
-        # One poll set for the whole life of the worker (its pidfd, then the listener, then the connection); a poll
-        # object, not a `selectors` selector, whose Python layer costs more than the wait on a small call.
-        self._poll = select.poll()
+        self._lock = threading.Lock()  # one request at a time, whichever thread sends it
+        self._last_returncode: int | None = None  # of the last worker reaped
+        self._started = False
+        self._closed = False
+        self._pids: list[int] = []  # every worker this sidecar started, newest last
+        self._reset_worker()
         self._next_id = 1
-        self._pending: set[int] = set()  # ids of requests sent whose reply has not been read yet
         # Each function object: the id the worker keeps it under, and its pickle (see `call`).
         self._functions: weakref.WeakKeyDictionary[types.FunctionType, tuple[bytes, bytes]] = \
             weakref.WeakKeyDictionary()
         self._function_ids = itertools.count(1)  # never reused, even once a function object is gone
+
+    def _reset_worker(self) -> None:
+        """No worker: before the first start, and after one was killed (the next request starts another)."""
+        self._process: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._reader: wire.Reader | None = None
+        self._pidfd: int | None = None
+        # One poll set for the whole life of a worker (its pidfd, then the listener, then the connection); a poll
+        # object, not a `selectors` selector, whose Python layer costs more than the wait on a small call.
+        self._poll = select.poll()
         self._exit_deadline: float | None = None  # once the worker has exited: until when its connection is read
-        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
     def start(self) -> LocalSidecar:
-        """Spawn the worker, wait for it to connect and check its hello. Closes the worker on any failure."""
-        if self._process is not None:
-            return self
+        """Spawn the worker, wait for it to connect and check its hello. Closes the sidecar on any failure."""
+        with self._lock:
+            if self._closed:
+                raise SidecarError("this LocalSidecar is closed")
+            if not self._started:
+                self._started = True
+                try:
+                    self._spawn()
+                except BaseException:
+                    self._closed = True
+                    raise
+        return self
+
+    def _spawn(self) -> None:
+        """Start a worker and complete its handshake; kill it on any failure (the caller decides what follows)."""
         token = secrets.token_hex(16)
         with socket.create_server(("127.0.0.1", 0), backlog=1) as listener:
             port = listener.getsockname()[1]
-            env = {**os.environ, **self._extra_env, protocol.TOKEN_ENV: token, SESSION_ENV: self._session,
+            env = {**os.environ, **self._extra_env, protocol.TOKEN_ENV: token, SESSION_ENV: self.session,
+                   "PYTHONUNBUFFERED": "1",
                    # The real sidecar has none of the client's working directory: do not import from it either.
                    "PYTHONSAFEPATH": "1"}
-            self._process = subprocess.Popen([*self._command, "--connect", f"127.0.0.1:{port}"], env=env,
-                                             start_new_session=True)
+            self._process = _spawn_for_life(
+                [*self._command, "--connect", f"127.0.0.1:{port}", "--client-pid", str(os.getpid())], env)
+            self._pids.append(self._process.pid)
             self._pidfd = _open_pidfd(self._process.pid)
             if self._pidfd is not None:
                 self._poll.register(self._pidfd, select.POLLIN)
@@ -215,9 +247,8 @@ class LocalSidecar:
                 self._sock = self._accept(listener)
                 self._handshake(token)
             except BaseException:
-                self._terminate()
+                self._kill_worker()
                 raise
-        return self
 
     def _accept(self, listener: socket.socket) -> socket.socket:
         deadline = time.monotonic() + self.connect_timeout
@@ -256,47 +287,60 @@ class LocalSidecar:
         self.versions = versions
 
     def close(self) -> None:
-        """Ask the worker to shut down, then kill its process group and reap it. Safe to call any number of times.
+        """Ask the worker to shut down, then kill its process group and reap it. Safe to call any number of times,
+        from any thread.
 
-        The worker gets `shutdown_timeout` to answer (after finishing any abandoned call) and as long again to exit.
+        The worker gets `shutdown_timeout` to answer and as long again to exit. A call still running in another
+        thread after `shutdown_timeout` is ended by killing the worker (that call raises SidecarDied).
         """
-        if self._closed:
-            return
-        self._closed = True
+        if not self._lock.acquire(timeout=self.shutdown_timeout):
+            self._kill_group()  # the call in flight sees the worker die and closes the sidecar; then we go on
+            self._lock.acquire()
         try:
+            if self._closed:
+                return
+            self._closed = True
             if self._sock is not None and self._process is not None and self._exit_status() is None:
                 try:
-                    self._request(protocol.SHUTDOWN, expect=protocol.BYE,
-                                  deadline=time.monotonic() + self.shutdown_timeout)
+                    self._exchange(protocol.SHUTDOWN, None, (), what=protocol.SHUTDOWN,
+                                   deadline=time.monotonic() + self.shutdown_timeout)
                 except (SidecarError, OSError):
-                    pass  # no bye (busy past the deadline, or gone): nothing to wait for, the kill below ends it
+                    pass  # no bye (gone, or past the deadline): nothing to wait for, the kill below ends it
                 else:
                     self._wait_exit(self.shutdown_timeout)
         finally:
-            self._terminate()
+            try:
+                self._kill_worker()
+            finally:
+                self._lock.release()
 
-    def _terminate(self) -> None:
-        """Kill the worker's process group, reap the worker, release the socket and the pidfd."""
-        self._closed = True
+    def _kill_worker(self) -> None:
+        """Kill the worker's process group, reap the worker, kill what still carries the session marker, release
+        the socket and the pidfd. The sidecar itself stays open: the next request starts a new worker."""
         if self._process is not None:
             self._kill_group()
-            self._process.wait()
-            _kill_marked(self._session)
+            self._last_returncode = self._process.wait()
+            _kill_marked(self.session)
         if self._sock is not None:
             self._sock.close()
         if self._pidfd is not None:
             os.close(self._pidfd)
-            self._pidfd = None
+        self._reset_worker()
+
+    def _terminate(self) -> None:
+        """Kill the worker and close the sidecar for good: the stream broke or the worker died on its own."""
+        self._closed = True
+        self._kill_worker()
 
     def _kill_group(self) -> None:
         """SIGKILL the worker and every process it started in its group (a zombie leader ignores it).
 
         Only while the worker is unreaped: until then its pid, which is the group's id, cannot be reused.
         """
-        assert self._process is not None
-        if self._process.returncode is None:
+        process = self._process
+        if process is not None and process.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signal.SIGKILL)
+                os.killpg(process.pid, signal.SIGKILL)
 
     def __enter__(self) -> LocalSidecar:
         return self.start()
@@ -306,12 +350,15 @@ class LocalSidecar:
 
     @property
     def pid(self) -> int | None:
-        """The worker's pid, which is also its process group's id."""
-        return self._process.pid if self._process is not None else None
+        """The pid of the newest worker, which is also its process group's id."""
+        return self._pids[-1] if self._pids else None
 
     @property
     def returncode(self) -> int | None:
-        return self._exit_status() if self._process is not None else None
+        """The newest worker's exit status once it has exited (negative: killed by that signal)."""
+        if self._process is not None:
+            return self._exit_status()
+        return self._last_returncode
 
     # -- the worker's exit -------------------------------------------------------------------------------------
 
@@ -406,21 +453,26 @@ class LocalSidecar:
         """Run `fn(*args, **kwargs)` in the worker and return its result, unpickled here.
 
         `timeout` (seconds; None waits for ever) bounds the wait for the reply to start: past it, SidecarTimeout,
-        and the call goes on in the worker with its reply dropped when it comes. `timeout` is not passed to `fn`:
-        to give `fn` an argument of that name, call `functools.partial(fn, timeout=...)`.
+        and the call is cancelled (see the class). `timeout` is not passed to `fn`: to give `fn` an argument of
+        that name, call `functools.partial(fn, timeout=...)`. A function decorated with JAX's `@colocated_python`
+        (or tpuplane's `colocated`) runs as the function it wraps, as the sidecar runs it.
 
         A function (a `def` or a lambda) is pickled once per sidecar, as `jax.experimental.colocated_python`
         pickles it once per specialization, and the worker unpickles it once: the globals and closure values it
         carries by value are those of its first call, and its state in the worker lasts from call to call (for
         the 128 functions called last; two function objects never share state, however alike).
         """
+        fn = _unwrap_colocated(fn)
         try:
             frames = [*self._pickled_function(fn), *wire.dump_payload((args, kwargs))]
         except Exception as exc:
             raise SidecarPicklingError(_describe_unpicklable(fn, args, kwargs, exc)) from exc
         reply = self._request(protocol.CALL, frames=frames, expect=protocol.RESULT, what=_name_of(fn),
                               timeout=timeout)
-        return wire.load_payload(reply.frames)
+        try:
+            return wire.load_payload(reply.frames)
+        except Exception as exc:
+            raise SidecarResultError(_describe_unloadable(fn, reply.frames, exc)) from exc
 
     def _pickled_function(self, fn: Callable[..., Any]) -> tuple[bytes, bytes]:
         """The function's id frame and its cloudpickle, pickled once per function object: pickling one by value
@@ -436,73 +488,73 @@ class LocalSidecar:
         return known
 
     def _request(self, type_: str, meta: dict[str, Any] | None = None, frames: Sequence[Any] = (), *, expect: str,
-                 what: str | None = None, timeout: float | None = None,
-                 deadline: float | None = None) -> wire.Message:
-        """Send one request and return its reply, dropping replies to abandoned requests that come first.
+                 what: str | None = None, timeout: float | None = None) -> wire.Message:
+        """Send one request and return its reply, starting a worker first if the last one was cancelled.
 
-        A dead worker, a broken stream or a message stopped half-way closes this sidecar; a request abandoned
-        while waiting for its reply (timeout, KeyboardInterrupt) does not.
+        Waiting for another thread's request counts against `timeout`. A request abandoned half-way (timeout,
+        KeyboardInterrupt) kills the worker; a dead worker or a broken stream closes this sidecar.
         """
-        if self._closed and type_ != protocol.SHUTDOWN:
-            raise SidecarError("this LocalSidecar is closed")
-        sock = self._connection()
-        request_id = self._next_id
-        self._next_id += 1
         what = what or type_
-        if timeout is not None:
-            deadline = time.monotonic() + timeout
-        # Pending before the first byte leaves: an interrupt right after the send must still leave it known.
-        self._pending.add(request_id)
-        self._send(sock, type_, request_id, meta, frames, deadline, what)
-        while True:
-            # A reply already received with an earlier one is not on the socket any more: read it without waiting.
-            if not self._reader.buffered and not self._wait_for(sock, select.POLLIN, deadline):
-                limit = f"within {timeout:g} s" if timeout is not None else "in time"
-                raise SidecarTimeout(
-                    f"sidecar worker (pid {self.pid}) did not answer {what} {limit}; the call goes on in the worker, "
-                    f"its reply will be dropped, and the next request waits until the worker is free")
-            reply = self._read_reply(what, request_id)
-            if reply is not None:
-                break
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise SidecarTimeout(f"{what} waited {timeout:g} s for another thread's request to this sidecar "
+                                 f"to finish; it was not sent")
+        try:
+            if self._closed:
+                raise SidecarError("this LocalSidecar is closed")
+            if not self._started:
+                raise SidecarError("LocalSidecar is not started: use start() or `with LocalSidecar() as sidecar:`")
+            if self._process is None:
+                self._spawn()  # the last worker was killed with a cancelled call
+            reply = self._exchange(type_, meta, frames, what=what, deadline=deadline, timeout=timeout)
+        finally:
+            self._lock.release()
         if reply.type == protocol.ERROR:
             raise RemoteError(str(reply.meta.get("exc_type")), str(reply.meta.get("message")),
                               str(reply.meta.get("traceback")), str(reply.meta.get("phase")))
         if reply.type != expect:
-            self._terminate()
+            with self._lock:
+                self._terminate()
             raise ProtocolError(f"expected {expect!r} in reply to {what}, got {reply.type!r}")
+        return reply
+
+    def _exchange(self, type_: str, meta: dict[str, Any] | None, frames: Sequence[Any], *, what: str,
+                  deadline: float | None, timeout: float | None = None) -> wire.Message:
+        """Send one request and read its reply (holding the lock). Cancels by killing the worker when abandoned."""
+        sock = self._connection()
+        request_id = self._next_id
+        self._next_id += 1
+        try:
+            self._send(sock, type_, request_id, meta, frames, deadline, what)
+            if not self._reader.buffered and not self._wait_for(sock, select.POLLIN, deadline):
+                limit = f"within {timeout:g} s" if timeout is not None else "in time"
+                raise SidecarTimeout(f"sidecar worker (pid {self.pid}) did not answer {what} {limit}; the call was "
+                                     f"cancelled: the worker was killed, and the next request starts a new one")
+            reply = self._receive(what)
+        except SidecarDied:
+            raise  # the sidecar is closed already
+        except ProtocolError:
+            self._terminate()  # a malformed message: the stream cannot be trusted any more
+            raise
+        except BaseException:
+            self._kill_worker()  # a timeout or an interrupt: cancel the call, keep the sidecar
+            raise
+        if reply.id != request_id:
+            self._terminate()
+            raise ProtocolError(f"reply to request {request_id} ({what}) carries id {reply.id!r}: the stream is "
+                                f"out of step")
         return reply
 
     def _send(self, sock: socket.socket, type_: str, request_id: int, meta: dict[str, Any] | None,
               frames: Sequence[Any], deadline: float | None, what: str) -> None:
         def wait_writable() -> None:
-            # The worker is not reading: it may be busy writing the reply to an abandoned call, which must be read
-            # for it to go on (two large messages would otherwise block each other for ever).
-            while True:
-                ready = self._wait_for(sock, select.POLLIN | select.POLLOUT, deadline)
-                if not ready:
-                    raise SidecarTimeout(
-                        f"sidecar worker (pid {self.pid}) took no more of request {what} in time (it is busy with "
-                        f"an earlier call); the request is half-sent, so this sidecar is closed")
-                if ready & select.POLLOUT:
-                    return
-                self._read_reply(what, request_id, sending=True)
+            if not self._wait_for(sock, select.POLLOUT, deadline):
+                raise SidecarTimeout(f"sidecar worker (pid {self.pid}) took no more of request {what} in time; "
+                                     f"the call was cancelled: the worker was killed, and the next request starts "
+                                     f"a new one")
 
         self._transfer(lambda: wire.send(sock, type_, request_id, meta, frames, wait=wait_writable),
                        f"while sending {what}")
-
-    def _read_reply(self, what: str, request_id: int, *, sending: bool = False) -> wire.Message | None:
-        """Read one reply: the one to `request_id` (returned), or one to an abandoned request (dropped: None).
-
-        Any other id, or a reply to `request_id` while it is still being sent, means the stream is out of step.
-        """
-        reply = self._receive(what)
-        if reply.id in self._pending and not (sending and reply.id == request_id):
-            self._pending.discard(reply.id)
-            return reply if reply.id == request_id else None
-        self._terminate()
-        which = f"while sending request {request_id} ({what}), a reply" if sending else (
-            f"reply to request {request_id} ({what})")
-        raise ProtocolError(f"{which} carries id {reply.id!r}, which answers no pending request")
 
     def _receive(self, during: str) -> wire.Message:
         self._connection()
@@ -510,20 +562,50 @@ class LocalSidecar:
         return self._transfer(self._reader.receive, f"during {during}")
 
     def _transfer(self, move_one_message: Callable[[], Any], when: str) -> Any:
-        """Send or receive one whole message. Stopping half-way (an interrupt, a timeout, a dead worker) leaves
-        the stream out of step for good, so the worker is closed then."""
+        """Send or receive one whole message; a stream that breaks means the worker died."""
         try:
             return move_one_message()
         except (protocol.PeerClosed, OSError) as exc:
             raise self._died(when) from exc
-        except BaseException:
-            self._terminate()
-            raise
 
     def _connection(self) -> socket.socket:
         if self._sock is None:
             raise SidecarError("LocalSidecar is not started: use start() or `with LocalSidecar() as sidecar:`")
         return self._sock
+
+
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tpuplane-sidecar-spawner")
+
+
+def _spawn_for_life(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start a worker from one thread that lives as long as this process.
+
+    The kernel's parent-death signal follows the thread that forked, not the process: a worker started from a
+    short-lived thread would be signalled when that thread ends. The worker gets /dev/null for stdin and its own
+    session (a Ctrl-C at the terminal reaches the client only).
+    """
+    spawned = _SPAWNER.submit(subprocess.Popen, argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return spawned.result()
+    except BaseException:
+        # Interrupted while the spawner thread starts it: kill the worker whenever it exists.
+        spawned.add_done_callback(lambda done: done.exception() is None and _kill_spawned(done.result()))
+        raise
+
+
+def _kill_spawned(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _unwrap_colocated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The function a `@colocated_python` callable wraps: what the sidecar runs. The callable itself holds JAX's
+    per-specialization caches and locks, which cannot be pickled."""
+    wrapped = getattr(fn, "__wrapped__", None)
+    if wrapped is not None and callable(getattr(fn, "specialize", None)):
+        return _unwrap_colocated(wrapped)
+    return fn
 
 
 def _open_pidfd(pid: int) -> int | None:
@@ -563,6 +645,32 @@ def _describe_unpicklable(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         except Exception as inner:  # noqa: BLE001 - any failure names the culprit
             return f"cannot pickle {label} = {_short_repr(value)} for the sidecar: {inner}"
     return f"cannot pickle function {_name_of(fn)} = {_short_repr(fn)} for the sidecar: {exc}"
+
+
+def _describe_unloadable(fn: Any, frames: Sequence[Any], exc: Exception) -> str:
+    """Say which function's result could not be unpickled here, and what it refers to by name."""
+    referenced = _pickled_globals(frames[0]) if frames else []
+    refers = f"; it refers to {', '.join(referenced[:8])}" if referenced else ""
+    return (f"the result of {_name_of(fn)} came back from the sidecar worker but cannot be unpickled here: "
+            f"{type(exc).__name__}: {exc}{refers}. A result may only refer to modules and classes this client can "
+            f"import too: return plain data (numbers, strings, lists, dicts, numpy arrays) or install the module here")
+
+
+def _pickled_globals(stream: Any) -> list[str]:
+    """`module.name` of each class or function a pickle refers to, in order (read, never loaded)."""
+    names: list[str] = []
+    strings: list[str] = []
+    try:
+        for opcode, argument, _ in pickletools.genops(bytes(stream)):
+            if opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+                strings.append(argument)
+            elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                names.append(f"{strings[-2]}.{strings[-1]}")
+            elif opcode.name == "GLOBAL":
+                names.append(str(argument).replace(" ", "."))
+    except Exception:  # noqa: BLE001 - a stream pickletools cannot walk: name nothing rather than fail
+        pass
+    return list(dict.fromkeys(names))
 
 
 def _short_repr(value: Any, limit: int = 120) -> str:

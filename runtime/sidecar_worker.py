@@ -1,28 +1,39 @@
 """The worker process of `LocalSidecar`: runs cloudpickled calls the way a colocated-Python sidecar does.
 
-Started by the client as `python -m tpuplane.runtime.sidecar_worker --connect 127.0.0.1:PORT` with the
-client's secret in the environment. It dials back to the client (which listens), says `hello`, then serves one
-request at a time until `shutdown` or until the client goes away. Every failure inside a call (unpickling the
+Started by the client as `python -m tpuplane.runtime.sidecar_worker --connect 127.0.0.1:PORT --client-pid PID`
+with the client's secret in the environment. It dials back to the client (which listens), says `hello`, then serves
+one request at a time until `shutdown` or until the client goes away. Every failure inside a call (unpickling the
 request, running the function, pickling the result) is sent back with its traceback, bounded in size, whatever
 the exception does in `__str__`; only the process dying ends a call without a reply. A function is unpickled once
 and kept, as a real sidecar keeps it: the client sends the same pickle for every call of the same function.
 
-Every process a called function starts dies with the worker, whatever it does to its session or process group:
-the worker is a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so orphans of double forks and `setsid`
-helpers become its children, and it kills and reaps all its descendants before it exits. Descendants also carry
-the client's `TPUPLANE_SIDECAR_SESSION` marker in their environment, by which the client finds them when the
-worker itself was killed before it could clean up.
+The worker dies with its client however the client dies, and takes everything it started with it:
+- a parent-death signal: the kernel sends SIGTERM when the client's spawning thread ends (the client spawns from
+  a thread that lives as long as its process), and SIGTERM kills every descendant, then the worker;
+- a watchdog thread on the connection: the client's end closing (the kernel closes it when the client dies, even
+  by SIGKILL) does the same, also while a call runs;
+- the worker is a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so orphans of double forks and `setsid`
+  helpers become its children, and whatever ends it kills and reaps all its descendants first;
+- descendants carry the client's `TPUPLANE_SIDECAR_SESSION` marker in their environment, by which the client
+  finds them when the worker itself was killed before it could clean up.
+
+A function that forks must end its child with `os._exit()` (or exec): a child that returns from the function into
+the worker never touches the connection; it reports itself and exits, and the worker answers the call, or the
+next one, with an error phase `fork`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import pickle
+import select
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections import OrderedDict
@@ -31,12 +42,15 @@ from typing import Any
 from tpuplane.runtime import sidecar_protocol as protocol
 from tpuplane.runtime import sidecar_wire as wire
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 MAX_ERROR_MESSAGE_CHARS = 64 * 1024  # an exception's message in an error reply; the rest is cut with a marker
 MAX_TRACEBACK_CHARS = 256 * 1024
 # Unpickled functions kept for later calls, by the id the client gave each function object (least recently used
 # first out).
 MAX_CACHED_FUNCTIONS = 128
+PARENT_DEATH_SIGNAL = signal.SIGTERM
+_CLIENT_GONE = select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,10 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     token = os.environ.pop(protocol.TOKEN_ENV, "")  # user code running here has no business reading it
     _become_subreaper()
     signal.signal(signal.SIGTERM, _exit_on_signal)
+    _die_with_parent(options.client_pid)
+    _forked_returns.open()
     try:
         host, _, port = options.connect.rpartition(":")
         with socket.create_connection((host, int(port))) as sock:
             protocol.configure_socket(sock)
+            _watch_connection(sock)
             wire.send(sock, protocol.HELLO, meta={"protocol": protocol.PROTOCOL_VERSION, "token": token,
                                                   "pid": os.getpid(), "versions": protocol.local_versions().to_json()})
             _serve(sock)
@@ -59,18 +76,51 @@ def main(argv: list[str] | None = None) -> int:
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tpuplane.runtime.sidecar_worker", description=__doc__)
     parser.add_argument("--connect", required=True, help="HOST:PORT where the client listens")
+    parser.add_argument("--client-pid", type=int, help="the client's pid: exit at once if it is already gone")
     return parser.parse_args(argv)
 
 
 def _exit_on_signal(signum: int, _frame: Any) -> None:
-    raise SystemExit(128 + signum)  # unwinds through main's finally: descendants die first
+    _exit_with_descendants(128 + signum)
+
+
+def _exit_with_descendants(status: int) -> None:
+    """Kill every descendant, then end this process at once: nothing of the user's code runs any more (an
+    exception would unwind through it, and a call may catch any exception)."""
+    kill_descendants()
+    os._exit(status)
+
+
+def _prctl(option: int, value: int) -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 def _become_subreaper() -> None:
     """Orphans of the processes a call starts are reparented here, not to init, so they can be found and killed."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _die_with_parent(client_pid: int | None) -> None:
+    """Have the kernel signal this worker when the client dies. The client may have died before this ran: then the
+    parent is already another process, and the worker exits now."""
+    _prctl(_PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL)
+    if client_pid is not None and os.getppid() != client_pid:
+        _exit_with_descendants(128 + PARENT_DEATH_SIGNAL)
+
+
+def _watch_connection(sock: socket.socket) -> None:
+    """A daemon thread that ends the worker when the client's end of the connection closes, even in the middle of
+    a call (the main thread is then running the user's function, not reading)."""
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLRDHUP)  # HUP, ERR and NVAL are always reported
+        while True:
+            if any(events & _CLIENT_GONE for _, events in poller.poll()):
+                _exit_with_descendants(0)
+
+    threading.Thread(target=watch, name="tpuplane-sidecar-watchdog", daemon=True).start()
 
 
 def _children(pid: int) -> list[int]:
@@ -125,6 +175,49 @@ def _reap_exited() -> None:
             return
 
 
+class _ForkedReturns:
+    """Children forked by a call that returned from it into the worker, reported through a pipe.
+
+    Such a child holds a copy of the connection and of the serving loop: left alone it would answer requests
+    meant for the worker. Instead it reports the function it returned from and exits; the worker then answers the
+    call, or the next one if the child was late, with a `fork` error.
+    """
+
+    def __init__(self) -> None:
+        self.serving_pid = os.getpid()
+        self._read = self._write = -1
+
+    def open(self) -> None:
+        self.serving_pid = os.getpid()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+
+    def in_forked_child(self) -> bool:
+        return os.getpid() != self.serving_pid
+
+    def report_and_exit(self, name: str) -> None:
+        """In a forked child back from the user's function: say so to the worker, then end without unwinding."""
+        with contextlib.suppress(OSError):
+            os.write(self._write, (name[:200] + "\n").encode())
+        os._exit(1)
+
+    def take(self) -> list[str]:
+        """The functions forked children returned from since the last look (none: empty)."""
+        reported = b""
+        while True:
+            try:
+                chunk = os.read(self._read, 65536)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            reported += chunk
+        return [name for name in reported.decode(errors="replace").splitlines() if name]
+
+
+_forked_returns = _ForkedReturns()
+
+
 def _serve(sock: socket.socket) -> None:
     reader = wire.Reader(sock)
     while True:
@@ -135,7 +228,9 @@ def _serve(sock: socket.socket) -> None:
         if request.type == protocol.SHUTDOWN:
             wire.send(sock, protocol.BYE, request.id)
             return
-        if request.type == protocol.CAPABILITY_PROBE:
+        if (late := _forked_returns.take()):  # a child of an earlier call returned after the worker answered it
+            wire.send(sock, protocol.ERROR, request.id, _forked_meta(late, ran_this_request=False))
+        elif request.type == protocol.CAPABILITY_PROBE:
             wire.send(sock, protocol.CAPABILITIES, request.id, _capabilities(with_jax=bool(request.meta.get("jax"))))
         elif request.type == protocol.CALL:
             reply_type, meta, frames = _run_call(request.frames)
@@ -156,12 +251,36 @@ def _run_call(frames: list[Any]) -> tuple[str, dict[str, Any] | None, list[Any]]
         return protocol.ERROR, _error_meta(exc, "load"), []
     try:
         result = fn(*args, **kwargs)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt in user code too
+    except SystemExit as exc:
+        if _forked_returns.in_forked_child():  # sys.exit() in a forked child: it wanted to end, so it ends
+            os._exit(exc.code if isinstance(exc.code, int) else 1)
         return protocol.ERROR, _error_meta(exc, "run"), []
+    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt in user code too
+        if _forked_returns.in_forked_child():
+            _forked_returns.report_and_exit(_name_of(fn))
+        return protocol.ERROR, _error_meta(exc, "run"), []
+    if _forked_returns.in_forked_child():
+        _forked_returns.report_and_exit(_name_of(fn))
+    if (forked := _forked_returns.take()):
+        return protocol.ERROR, _forked_meta(forked, ran_this_request=True), []
     try:
         return protocol.RESULT, None, wire.dump_payload(result)
     except BaseException as exc:  # noqa: BLE001
         return protocol.ERROR, _error_meta(exc, "dump"), []
+
+
+def _name_of(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__qualname__
+
+
+def _forked_meta(names: list[str], *, ran_this_request: bool) -> dict[str, Any]:
+    functions = ", ".join(dict.fromkeys(names))
+    outcome = "its result is dropped" if ran_this_request else "this request did not run"
+    message = (f"{functions} returned twice: it forked, and the child process returned from it into the sidecar "
+               f"worker as well; the child was ended and {outcome}. End a forked child with os._exit() (or exec), "
+               f"or start processes with subprocess or multiprocessing's 'spawn'")
+    return {"phase": "fork", "exc_type": "tpuplane.runtime.ForkedReturn", "message": message, "traceback": ""}
 
 
 _functions: OrderedDict[int, Any] = OrderedDict()

@@ -16,8 +16,10 @@ from tpuplane.runtime import sidecar_wire as wire
 from tpuplane.runtime import sidecar_worker
 
 # never dial back; answer with the next request's id; answer with an id never sent; say hello in the previous wire
-# format (a JSON header behind its big-endian length); claim other versions
-FAULTS = ("never-connect", "wrong-reply-id", "stale-reply-id", "foreign-hello", "none")
+# format (a JSON header behind its big-endian length); die with the client by one mechanism only (each is tested on
+# its own); claim other versions
+FAULTS = ("never-connect", "wrong-reply-id", "stale-reply-id", "foreign-hello", "no-parent-death-signal",
+          "no-watchdog", "none")
 _REPLY_ID_OFFSETS = {"wrong-reply-id": 1, "stale-reply-id": -1}
 
 
@@ -39,6 +41,10 @@ def main() -> int:
             sock.sendall(struct.pack(">Q", len(header)) + header)
 
         sidecar_worker.wire.send = send_foreign_hello
+    if options.fault == "no-parent-death-signal":
+        sidecar_worker._die_with_parent = lambda client_pid: None
+    if options.fault == "no-watchdog":
+        sidecar_worker._watch_connection = lambda sock: None
     offset = _REPLY_ID_OFFSETS.get(options.fault, 0)
     if offset:
         send = wire.send

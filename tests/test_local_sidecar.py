@@ -7,6 +7,7 @@ misbehave or to claim other versions (a sidecar image built with them); the ship
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -21,16 +22,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
+from jax.experimental.colocated_python import colocated_python
 from typer.testing import CliRunner
 
 from tpuplane.cli.sidecar_run import sidecar_run_command
 from tpuplane.runtime import sidecar_protocol as protocol
 from tpuplane.runtime.local_sidecar import (
+    SESSION_ENV,
     LocalSidecar,
     RemoteError,
     SidecarDied,
     SidecarError,
     SidecarPicklingError,
+    SidecarResultError,
     SidecarStartError,
     SidecarTimeout,
     SidecarVersionMismatch,
@@ -364,8 +368,8 @@ def test_local_sidecar_reply_with_wrong_request_id_is_a_protocol_error():
         assert_reaped(confused.pid)
 
 
-def test_local_sidecar_reply_with_an_id_never_pending_is_a_protocol_error():
-    """Replies to abandoned requests are dropped, but an id lower than expected that nobody waits for is not one."""
+def test_local_sidecar_reply_with_an_earlier_id_is_a_protocol_error():
+    """A cancelled call's worker is killed, so no late reply can ever be due: an earlier id is out of step too."""
     with faulty("--fault", "stale-reply-id") as confused:
         with pytest.raises(protocol.ProtocolError, match=r"reply to request 1 \(capability_probe\) carries id 0"):
             confused.probe()
@@ -375,24 +379,39 @@ def test_local_sidecar_reply_with_an_id_never_pending_is_a_protocol_error():
 # -- abandoned calls: timeouts and interrupts ------------------------------------------------------------------
 
 
-def test_local_sidecar_call_timeout_raises_and_keeps_the_sidecar_usable(sidecar):
-    with pytest.raises(SidecarTimeout, match=r"did not answer sleep_then_return within 0.2 s"):
-        sidecar.call(sleep_then_return, 1.0, "late", timeout=0.2)
-    assert sidecar.call(scale, [4], factor=2) == [8]  # the late reply was read and dropped, not returned here
-    assert sidecar.call(scale, [5]) == [5]
+def test_local_sidecar_call_timeout_cancels_the_call_and_the_next_call_works(sidecar, tmp_path):
+    marker = tmp_path / "in-call"
+    assert sidecar.call(scale, [1]) == [1]  # `scale` is known to the first worker
+    first = sidecar.pid
+    with pytest.raises(SidecarTimeout, match=r"did not answer sleep_after_marker within 0.5 s; the call was cancelled"):
+        sidecar.call(sleep_after_marker, str(marker), 60, "late", timeout=0.5)
+    assert marker.exists()  # the call did start: it was cancelled, not refused
+    assert running_processes(pid=first) == [] and assert_reaped(first) is None
+    assert sidecar.call(scale, [4], factor=2) == [8]  # sent again to a new worker
+    assert sidecar.pid != first
 
 
-def test_local_sidecar_interrupted_call_keeps_the_sidecar_usable(sidecar, tmp_path):
+def test_local_sidecar_close_after_a_timeout_has_no_abandoned_call_to_wait_for(tmp_path):
+    sidecar = LocalSidecar(shutdown_timeout=60).start()
+    first = sidecar.pid
+    with pytest.raises(SidecarTimeout):
+        sidecar.call(sleep_after_marker, str(tmp_path / "in-call"), 60, timeout=0.5)
+    assert running_processes(pid=first) == []  # nothing left that close() could wait for
+    sidecar.close()
+    assert sidecar.pid == first  # close() started no new worker
+
+
+def test_local_sidecar_interrupted_call_is_cancelled_and_the_next_call_works(sidecar, tmp_path):
     """A real SIGINT to the main thread while it waits for the reply, as Ctrl-C in a notebook delivers it."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers can only be installed from the main thread")
     marker = tmp_path / "in-call"
     main_thread = threading.get_ident()
+    first = sidecar.pid
 
     def interrupt_when_in_call():
         while not marker.exists():
             time.sleep(0.01)
-        time.sleep(0.05)
         signal.pthread_kill(main_thread, signal.SIGINT)
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -400,20 +419,208 @@ def test_local_sidecar_interrupted_call_keeps_the_sidecar_usable(sidecar, tmp_pa
     interrupter.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            sidecar.call(sleep_after_marker, str(marker), 0.5, "late")
+            sidecar.call(sleep_after_marker, str(marker), 60, "late")
     finally:
         interrupter.join()
         signal.signal(signal.SIGINT, previous)
+    assert running_processes(pid=first) == []
     assert sidecar.call(scale, [4], factor=2) == [8]
 
 
-def test_local_sidecar_large_request_after_a_timed_out_large_reply_does_not_deadlock(sidecar):
-    """Both messages exceed the socket buffers: the client must drain the late reply while it sends."""
-    size = 64 << 20
+def test_local_sidecar_timed_out_large_request_is_cancelled_mid_send(sidecar):
+    """The worker is busy, so a 256 MiB request fills the socket buffers: the timeout cancels it half-sent."""
     with pytest.raises(SidecarTimeout):
-        sidecar.call(sleep_then_make_bytes, 0.3, size, timeout=0.05)
-    payload = os.urandom(size)
+        sidecar.call(sleep_then_return, 60, bytes(256 << 20), timeout=0.5)
+    payload = os.urandom(1 << 20)
     assert sidecar.call(lambda data: data[::-1], payload) == payload[::-1]
+
+
+# -- the client dies ---------------------------------------------------------------------------------------------
+
+
+def marked_processes(session: str) -> list[int]:
+    """Processes still running with this sidecar's session marker in their environment (a zombie has none)."""
+    marker = f"{SESSION_ENV}={session}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if marker in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+    return found
+
+
+def poll_until(condition, *, patience: float = 30.0) -> bool:
+    """Poll until `condition()` holds; False if it still does not after `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture
+def dying_client(tmp_path):
+    """Start tests/dying_sidecar_client.py; wait until its call has started its helpers; return (process, state)."""
+    tests = str(Path(__file__).resolve().parent)
+    started: list[subprocess.Popen] = []
+
+    def start(*args: str):
+        ready = tmp_path / "ready.json"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
+        client = subprocess.Popen([sys.executable, str(Path(tests) / "dying_sidecar_client.py"), "--ready",
+                                   str(ready), *args], env=env, stdin=subprocess.DEVNULL)
+        started.append(client)
+        assert poll_until(lambda: ready.exists() or client.poll() is not None), "the client never started its call"
+        assert client.poll() is None, f"the client exited with {client.returncode} before its call started"
+        state = json.loads(ready.read_text())
+        assert set(marked_processes(state["session"])) >= {state["worker"], *state["helpers"]}
+        return client, state
+
+    yield start
+    for client in started:
+        if client.poll() is None:
+            client.kill()
+        client.wait()
+
+
+@pytest.mark.parametrize("fault", ["no-watchdog", "no-parent-death-signal"],
+                         ids=["parent-death signal alone", "connection watchdog alone"])
+def test_local_sidecar_worker_and_its_helpers_die_with_a_client_killed_mid_call(dying_client, fault):
+    client, state = dying_client("--fault", fault)
+    client.kill()  # SIGKILL: the client runs no cleanup at all
+    client.wait()
+    assert poll_until(lambda: not marked_processes(state["session"])), marked_processes(state["session"])
+
+
+def test_local_sidecar_worker_and_its_helpers_die_with_an_uncaught_ctrl_c_outside_with(dying_client):
+    client, state = dying_client("--outside-with")
+    client.send_signal(signal.SIGINT)
+    assert client.wait() != 0
+    assert poll_until(lambda: not marked_processes(state["session"])), marked_processes(state["session"])
+
+
+def test_local_sidecar_worker_started_from_a_thread_that_ends_lives_on():
+    """The parent-death signal follows the thread that forked: the worker must not die with a short-lived one."""
+    made: list[LocalSidecar] = []
+    starter = threading.Thread(target=lambda: made.append(LocalSidecar().start()))
+    starter.start()
+    starter.join()
+    with made[0] as sidecar:
+        assert sidecar.call(scale, [3]) == [3]
+        assert running_processes(pid=sidecar.pid) == [sidecar.pid]
+
+
+# -- what a worker gets, whatever the client does ----------------------------------------------------------------
+
+
+def stdin_of_this_process() -> str:
+    return os.readlink("/proc/self/fd/0")
+
+
+def test_local_sidecar_worker_reads_nothing_of_the_clients_stdin(sidecar):
+    assert sidecar.call(stdin_of_this_process) == "/dev/null"
+
+
+def print_then_die(text: str) -> None:
+    print(text)
+    os._exit(3)
+
+
+def test_local_sidecar_worker_output_is_not_lost_when_it_dies(capfd, monkeypatch):
+    """The worker writes to the client's stdout: a file here, which Python would buffer by blocks."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # the worker must not depend on the client's setting
+    with LocalSidecar() as sidecar, pytest.raises(SidecarDied):
+        sidecar.call(print_then_die, "last words before dying")
+    assert "last words before dying" in capfd.readouterr().out
+
+
+def test_local_sidecar_calls_from_several_threads_each_get_their_own_result(sidecar):
+    barrier = threading.Barrier(4)
+    results: dict[int, list] = {}
+
+    def caller(index: int) -> None:
+        barrier.wait()
+        results[index] = [sidecar.call(sleep_then_return, 0.01, (index, round_)) for round_ in range(10)]
+
+    threads = [threading.Thread(target=caller, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {index: [(index, round_) for round_ in range(10)] for index in range(4)}
+
+
+def test_local_sidecar_timeout_counts_the_wait_for_another_threads_call(sidecar, tmp_path):
+    marker = tmp_path / "in-call"
+    busy = threading.Thread(target=lambda: sidecar.call(sleep_after_marker, str(marker), 2))
+    busy.start()
+    try:
+        assert poll_until(marker.exists)
+        with pytest.raises(SidecarTimeout, match="another thread's request"):
+            sidecar.call(scale, [1], timeout=0.1)
+    finally:
+        busy.join()
+    assert sidecar.call(scale, [2]) == [2]
+
+
+@colocated_python
+def double_on_the_host(x):
+    return x * 2
+
+
+def test_local_sidecar_runs_the_function_a_colocated_python_decorator_wraps(sidecar):
+    assert np.array_equal(sidecar.call(double_on_the_host, np.arange(4)), np.arange(4) * 2)
+
+
+def test_local_sidecar_result_the_client_cannot_import_names_the_function_and_the_class(tmp_path):
+    (tmp_path / "only_in_the_worker.py").write_text("class Reading:\n    pass\n")
+    with LocalSidecar(env={"PYTHONPATH": str(tmp_path)}) as sidecar:
+        with pytest.raises(SidecarResultError, match=r"the result of make_reading came back .*No module named "
+                                                     r"'only_in_the_worker'.*refers to only_in_the_worker.Reading"):
+            sidecar.call(make_reading)
+        assert sidecar.call(scale, [1]) == [1]  # the reply was read whole: the sidecar goes on
+
+
+def make_reading():
+    import only_in_the_worker
+
+    return only_in_the_worker.Reading()
+
+
+def fork_and_return():
+    return os.fork()
+
+
+def test_local_sidecar_function_whose_forked_child_returns_too_is_a_clear_error(sidecar):
+    """The child returns right after the worker answered, or a little later: the error comes with that call or with
+    a later one, never as a reply out of step."""
+    worker = sidecar.pid
+    outcome: list[RemoteError] = []
+
+    def call_failed(fn) -> bool:
+        try:
+            sidecar.call(fn)
+        except RemoteError as error:
+            outcome.append(error)
+        return bool(outcome)
+
+    assert call_failed(fork_and_return) or poll_until(lambda: call_failed(os.getpid))
+    (error,) = outcome
+    assert error.phase == "fork" and "fork_and_return returned twice" in str(error) and "os._exit()" in str(error)
+    assert sidecar.pid == worker and sidecar.call(scale, [5]) == [5]  # the same worker goes on, in step
+    assert running_processes(group=worker) == [worker]  # the child that returned is gone
+
+
+def fork_child_that_exits_with_sys_exit():
+    if os.fork() == 0:
+        sys.exit(0)
+    return "parent"
+
+
+def test_local_sidecar_forked_child_ending_with_sys_exit_is_no_error(sidecar):
+    assert [sidecar.call(fork_child_that_exits_with_sys_exit) for _ in range(3)] == ["parent"] * 3
+    assert sidecar.call(scale, [1]) == [1]
 
 
 # -- lifecycle ---------------------------------------------------------------------------------------------------
