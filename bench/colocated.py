@@ -108,8 +108,10 @@ def in_groups(make_batch, size: int):
         yield from [make_batch() for _ in range(size)]
 
 
-def bench_iterator(global_shape: tuple[int, int], steps: int, batches_per_call: tuple[int, ...]) -> dict[int, float]:
-    """Throughput ratio of RemoteIterator to the fastest local way, for each `batches_per_call`; printed and returned.
+def bench_iterator(global_shape: tuple[int, int], steps: int,
+                   batches_per_call: tuple[int, ...]) -> tuple[dict[int, float], dict[int, float]]:
+    """Throughput ratios of RemoteIterator, for each `batches_per_call`, to the fastest local way and to the plain
+    `device_put` iterator; printed and returned.
 
     A ratio is the median over rounds of (local time / remote time) within the same round: this machine's memory
     bandwidth drifts by 2-3x over seconds, and a round's neighbours see the same drift.
@@ -125,9 +127,7 @@ def bench_iterator(global_shape: tuple[int, int], steps: int, batches_per_call: 
 
     local = iter(make_dataset(0, 1))
     remotes = {
-        k: RemoteIterator(
-            make_dataset, sharding=sharding, global_shape=global_shape, dtype=np.float32, batches_per_call=k
-        )
+        k: RemoteIterator(make_dataset, sharding=sharding, global_shape=global_shape, batches_per_call=k)
         for k in batches_per_call
     }
     # Same data every way: check one batch of each before timing.
@@ -141,7 +141,7 @@ def bench_iterator(global_shape: tuple[int, int], steps: int, batches_per_call: 
 
     # The baseline is the fastest local way: the usual ways to put controller-side data onto a sharding, and a
     # local iterator that, like RemoteIterator's hosts, builds several batches at a time.
-    group = default_batches_per_call(global_shape, np.float32)
+    group = default_batches_per_call(int(np.prod(global_shape)) * 4)
     grouped = in_groups(from_callback, group)
     local_ways = {
         "device_put": lambda: jax.device_put(next(local), sharding),
@@ -161,10 +161,11 @@ def bench_iterator(global_shape: tuple[int, int], steps: int, batches_per_call: 
             f"  local iterator, {name:17} {median[name] * 1e6:9.1f} us/step  {mib / median[name]:7.0f} MiB/s"
             f"  {faults[name]:6.0f} faults/step"
         )
-    ratios = {}
+    ratios, versus_device_put = {}, {}
     for k in batches_per_call:
         name = f"remote {k}"
         ratios[k] = float(np.median(np.array(rounds[baseline]) / np.array(rounds[name])))
+        versus_device_put[k] = float(np.median(np.array(rounds["device_put"]) / np.array(rounds[name])))
         label = f"RemoteIterator, {k:2d} per call"
         extra_us = (median[name] - median[baseline]) * 1e6
         print(
@@ -172,7 +173,7 @@ def bench_iterator(global_shape: tuple[int, int], steps: int, batches_per_call: 
             f"  {faults[name]:6.0f} faults/step  {extra_us:+7.1f} us, ratio {ratios[k]:.2f} vs {baseline}"
             f"{'  (default)' if k == group else ''}"
         )
-    return ratios
+    return ratios, versus_device_put
 
 
 def main() -> None:
@@ -180,13 +181,14 @@ def main() -> None:
     one_mib = (256, 1024)
     # Steps are multiples of every batches_per_call, so each round covers whole groups.
     for global_shape, steps in (((8, 1024), 512), (one_mib, 256), ((1024, 1024), 128), ((4096, 1024), 64)):
-        default = default_batches_per_call(global_shape, np.float32)
+        default = default_batches_per_call(int(np.prod(global_shape)) * 4)
         sweep = (1, 2, 4, 8, 16) if global_shape == one_mib else tuple(sorted({1, default}))
-        ratios = bench_iterator(global_shape, steps, batches_per_call=sweep)
+        ratios, versus_device_put = bench_iterator(global_shape, steps, batches_per_call=sweep)
         if global_shape == one_mib:
-            target = ratios[default]
+            target, plain = ratios[default], versus_device_put[default]
     verdict = "meets" if target >= 0.9 else "MISSES"
-    print(f"1 MiB throughput ratio at the default batches_per_call: {target:.2f}, {verdict} the 0.9 target")
+    print(f"1 MiB throughput ratio at the default batches_per_call: {target:.2f} the fastest local loader "
+          f"({verdict} the 0.9 target), {plain:.2f} the plain device_put iterator")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ host, next to the accelerators, from `make_dataset(process_index, process_count)
    batches out one per `next()`. A colocated call costs the same whatever it carries, so fetching several
    batches per call divides that fixed cost among them.
 
+Every leaf of a batch keeps its own dtype: the data's (the first batch's), or the one a per-leaf `dtype` names.
+A conversion never changes a value's kind or range silently (0.5 never becomes 0, 100000 never becomes inf).
+
 Positions are saved by training step under `<checkpoint_dir>/<step>/iter/`: one `process_<i>-of-<n>.json` per
 host, or, with `elastic=True`, one `elastic.json` written by host 0 that any process count can resume from.
 A position is the number of batches the user has taken with `next()`, not the number fetched ahead; restoring
@@ -26,7 +29,7 @@ import json
 import math
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,9 @@ from tpuplane.runtime.colocated import (
 
 Batch = np.ndarray | dict[str, np.ndarray]
 MakeDataset = Callable[[int, int], Iterable[Batch]]
+# The dtypes of a batch's leaves: None (each keeps the data's own), one dtype for every leaf, or, for dict
+# batches, {key: dtype or None}.
+DtypeSpec = Any
 
 # bench/colocated.py on CPU: a colocated call costs some 60 us whatever it carries, which 8 batches per call cut to a
 # few microseconds per batch. Past about 8 MiB per call that cost is lost in the transfer time, while every batch
@@ -55,10 +61,28 @@ GROUP_BYTES = 8 * 2**20
 MAX_BATCHES_PER_CALL = 8
 
 
-def default_batches_per_call(global_shape: tuple[int, ...], dtype: Any) -> int:
-    """How many global batches of `global_shape` and `dtype` make up `GROUP_BYTES`, between 1 and 8."""
-    batch_bytes = math.prod(global_shape) * np.dtype(dtype).itemsize
-    return max(1, min(MAX_BATCHES_PER_CALL, GROUP_BYTES // max(batch_bytes, 1)))
+def default_batches_per_call(global_batch_bytes: int) -> int:
+    """How many global batches of `global_batch_bytes` (all leaves) make up `GROUP_BYTES`, between 1 and 8."""
+    return max(1, min(MAX_BATCHES_PER_CALL, GROUP_BYTES // max(global_batch_bytes, 1)))
+
+
+def dtype_spec(dtype: DtypeSpec) -> DtypeSpec:
+    """`dtype` checked and normalised: None, a numpy dtype, or a dict of numpy dtypes (or None) by batch key."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, Mapping):
+        return {str(key): dtype_spec(value) if value is None else _one_dtype(value, f"dtype[{key!r}]")
+                for key, value in dtype.items()}
+    return _one_dtype(dtype, "dtype")
+
+
+def _one_dtype(value: Any, path: str) -> np.dtype:
+    try:
+        return np.dtype(value)
+    except TypeError:
+        raise ColocatedUsageError(
+            f"{path} must be a numpy dtype (np.float32, 'int32', ...), a dict of them by batch key, or None to keep "
+            f"each leaf's own dtype; got {value!r}") from None
 
 
 class RemoteIterator:
@@ -67,17 +91,22 @@ class RemoteIterator:
     `make_dataset(process_index, process_count)` runs on every host and yields that host's rows of each global
     batch (an array, or a dict of arrays for several inputs): the rows from its devices' first to last row of
     `global_shape` under `sharding`, which for the usual batch-split sharding is `global_shape[0] // process_count`
-    rows. Every leaf of a batch becomes one global array of `global_shape` and `dtype`. A host's dataset running
-    out ends the iteration after the last batch every host had. With `elastic=True`, `make_dataset` must split one
-    global stream, so that batch k is the same whatever the process count.
+    rows. Every leaf of a batch becomes one global array of `global_shape`. A host's dataset running out ends the
+    iteration after the last batch every host had. With `elastic=True`, `make_dataset` must split one global
+    stream, so that batch k is the same whatever the process count.
+
+    `dtype` is each leaf's dtype: None (the default) keeps the data's own, as the first batch has it; one dtype
+    applies to every leaf; for dict batches, `{"inputs": np.int32, "weights": None}` names each key's (None, or a
+    key left out: the data's own). A conversion that would change a value (a float to an int, a number out of the
+    target's range) is an error naming the leaf, never a silent 0 or inf.
 
     Each colocated call fetches `batches_per_call` batches, which then wait on the accelerators until `next()`
-    hands them out: memory for that many batches buys a call's fixed cost shared among them. The default fetches
-    enough for `GROUP_BYTES` (8 MiB) per leaf, between 1 and 8 batches; `batches_per_call=1` fetches one batch
-    per `next()`.
+    hands them out: memory for that many batches buys a call's fixed cost shared among them. The default (None)
+    lets each host fetch enough for `GROUP_BYTES` (8 MiB) of all leaves per call, between 1 and 8 batches, as its
+    first batch shows; `batches_per_call=1` fetches one batch per `next()`.
 
     `make_dataset` travels to the hosts by cloudpickle and this module by import: the colocated Python image
-    needs `tpuplane[runtime]` installed.
+    needs tpuplane's runtime installed (the sidecar image built from `sidecar/` has it).
     """
 
     def __init__(
@@ -86,7 +115,7 @@ class RemoteIterator:
         *,
         sharding: NamedSharding,
         global_shape: tuple[int, ...],
-        dtype: Any,
+        dtype: DtypeSpec = None,
         checkpoint_dir: str | os.PathLike | None = None,
         elastic: bool = False,
         batches_per_call: int | None = None,
@@ -96,9 +125,7 @@ class RemoteIterator:
             raise ColocatedUsageError(
                 f"sharding must be a jax.sharding.NamedSharding on the accelerator mesh, got {type(sharding).__name__}."
             )
-        if batches_per_call is None:
-            batches_per_call = default_batches_per_call(global_shape, dtype)
-        elif isinstance(batches_per_call, bool) or not isinstance(batches_per_call, int) or batches_per_call < 1:
+        if batches_per_call is not None and (isinstance(batches_per_call, bool) or not isinstance(batches_per_call, int) or batches_per_call < 1):
             raise ValueError(
                 f"batches_per_call must be a positive int or None, got {batches_per_call!r}; 1 fetches one batch "
                 f"per next(), more share each colocated call's fixed cost among that many batches, None picks "
@@ -107,7 +134,7 @@ class RemoteIterator:
         reject_captured_devices(make_dataset, what=f"make_dataset ({getattr(make_dataset, '__qualname__', '?')})")
         self.sharding = sharding
         self.global_shape = tuple(int(n) for n in global_shape)
-        self.dtype = np.dtype(dtype)
+        self.dtype = dtype_spec(dtype)
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self.elastic = elastic
         self.batches_per_call = batches_per_call
@@ -180,38 +207,42 @@ class _HostIterator:
 
     def __init__(self, make_dataset, cpu_sharding, global_shape, dtype, checkpoint_dir, elastic, batches_per_call):
         self.make_dataset = make_dataset
-        self.layout = _HostLayout(cpu_sharding, global_shape, dtype)
+        self.layout = _HostLayout(cpu_sharding, global_shape)
+        self.dtype = dtype
         self.checkpoint_dir = checkpoint_dir
         self.elastic = elastic
         self.batches_per_call = batches_per_call
         self.batches: Iterator[Batch] | None = None
-        self.structure: Any = None  # the tree structure of a batch, known from the first one
+        self.format: _BatchFormat | None = None  # leaves and their dtypes, from the first batch
         self.padding: Any = None
         self.count_arrays: dict[int, jax.Array] = {}
 
     def next_batches(self, carrier: jax.Array):
         if self.batches is None:
             self.batches = open_dataset_at(self.make_dataset, host_identity(carrier), 0)
-        group = [
-            jax.tree.map(self.layout.to_global_array, batch)
-            for batch in itertools.islice(self.batches, self.batches_per_call)
-        ]
-        if group and self.structure is None:
-            self.structure = jax.tree.structure(group[0])
+        group = []
+        if self.format is None:
+            first = next(self.batches, None)
+            if first is not None:
+                self.format = _BatchFormat.of(first, self.dtype, self.layout)
+                if self.batches_per_call is None:
+                    self.batches_per_call = default_batches_per_call(self.format.global_bytes)
+                group.append(self.format.place(first))
+        size = self.batches_per_call or 1
+        group += [self.format.place(batch) for batch in itertools.islice(self.batches, size - len(group))]
         real = len(group)
-        if real < self.batches_per_call:
-            group += [self._padding()] * (self.batches_per_call - real)
+        if real < size:
+            group += [self._padding()] * (size - real)
         return tuple(group), self._count_array(real, carrier)
 
     def _padding(self) -> Any:
         """A batch of zeros shaped like the real ones, for the slots past the end of the data."""
-        if self.structure is None:
+        if self.format is None:
             # Not one batch yet (an empty dataset, or a restore at its end), so there is nothing to pad with:
             # end the iteration by exception, which reaches the controller as StopIteration only on CPU.
             raise StopIteration
         if self.padding is None:
-            zeros = self.layout.to_global_array(np.zeros(self.layout.local_shape, self.layout.dtype))
-            self.padding = jax.tree.unflatten(self.structure, [zeros] * self.structure.num_leaves)
+            self.padding = self.format.zeros()
         return self.padding
 
     def _count_array(self, count: int, carrier: jax.Array) -> jax.Array:
@@ -238,13 +269,90 @@ class _HostIterator:
         return jax.make_array_from_callback((), step.sharding, lambda _: np.int32(consumed))
 
 
+class _BatchFormat:
+    """What every batch of one host's dataset looks like: its tree of leaves and each leaf's dtype, fixed by the
+    first batch (JAX fixes a colocated method's outputs at its first call), and how a batch becomes global arrays."""
+
+    def __init__(self, structure: Any, names: list[str], dtypes: list[np.dtype], layout: _HostLayout):
+        self.structure, self.names, self.dtypes, self.layout = structure, names, dtypes, layout
+        self.global_bytes = math.prod(layout.global_shape) * sum(dtype.itemsize for dtype in dtypes)
+
+    @classmethod
+    def of(cls, batch: Batch, spec: DtypeSpec, layout: _HostLayout) -> _BatchFormat:
+        paths_and_leaves, structure = jax.tree_util.tree_flatten_with_path(batch)
+        names = [jax.tree_util.keystr(path) or "batch" for path, _ in paths_and_leaves]
+        keys = [path[0].key if path and hasattr(path[0], "key") else None for path, _ in paths_and_leaves]
+        if isinstance(spec, dict):
+            unknown = sorted(set(spec) - {str(key) for key in keys})
+            if unknown:
+                raise ColocatedUsageError(
+                    f"dtype names {unknown}, which the batches of make_dataset do not have (their leaves: "
+                    f"{', '.join(names)}); name each dict key of a batch, or None for the data's own dtype.")
+            wanted = [spec.get(str(key)) for key in keys]
+        else:
+            wanted = [spec] * len(keys)
+        # As JAX will hold them: without jax_enable_x64, 64-bit data becomes 32-bit, with the same checks.
+        dtypes = [np.dtype(jax.dtypes.canonicalize_dtype(want if want is not None else np.asarray(leaf).dtype))
+                  for want, (_, leaf) in zip(wanted, paths_and_leaves)]
+        return cls(structure, names, dtypes, layout)
+
+    def place(self, batch: Batch) -> Any:
+        """This host's share of one batch as its shards of global arrays, each leaf in its dtype."""
+        leaves, structure = jax.tree.flatten(batch)
+        if structure != self.structure:
+            raise ColocatedUsageError(f"make_dataset yielded a batch shaped {structure}, but its first batch was "
+                                      f"{self.structure}: every batch must have the same leaves.")
+        return jax.tree.unflatten(structure, [
+            self.layout.to_global_array(converted(self.layout.checked(leaf), dtype, name))
+            for leaf, dtype, name in zip(leaves, self.dtypes, self.names)])
+
+    def zeros(self) -> Any:
+        return jax.tree.unflatten(self.structure, [
+            self.layout.to_global_array(np.zeros(self.layout.local_shape, dtype)) for dtype in self.dtypes])
+
+
+def converted(rows: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
+    """`rows` as `dtype`, refusing a conversion that changes a value: a float to an int (0.5 -> 0), or a number
+    out of the target's range (100000 -> inf as float16, 300 -> 44 as uint8)."""
+    if rows.dtype == dtype:
+        return rows
+    if np.can_cast(rows.dtype, dtype, casting="safe"):
+        return rows.astype(dtype)
+    fix = (f"give {name} a dtype that holds its values, e.g. dtype={{{name[2:-2]!r}: np.{rows.dtype}}}"
+           if name.startswith("['") else f"pass dtype=np.{rows.dtype}, or None for the data's own")
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below, and said in words
+        result = rows.astype(dtype)
+    if not np.can_cast(rows.dtype, dtype, casting="same_kind"):
+        raise ColocatedUsageError(f"make_dataset yielded {rows.dtype} values for {name}, which {dtype} cannot hold "
+                                  f"without changing their kind{_example_change(rows, result)}; {fix}.")
+    if not _in_range(rows, result):
+        raise ColocatedUsageError(f"make_dataset yielded {rows.dtype} values for {name} outside what {dtype} holds"
+                                  f"{_example_change(rows, result)}; {fix}.")
+    return result
+
+
+def _in_range(before: np.ndarray, after: np.ndarray) -> bool:
+    """Whether a same-kind conversion kept every value in range: no new inf, and integers that round-trip."""
+    if after.dtype.kind in "fc":
+        return bool(np.isfinite(after).all() or not np.isfinite(before).all())
+    return bool((after.astype(before.dtype) == before).all())
+
+
+def _example_change(before: np.ndarray, after: np.ndarray) -> str:
+    """` (0.5 would become 0)`: the first value the conversion changes, or nothing if this batch has none."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        changed = np.flatnonzero(after.astype(before.dtype).ravel() != before.ravel())
+    if not changed.size:
+        return ""
+    return f" ({before.ravel()[changed[0]].item()!r} would become {after.ravel()[changed[0]].item()!r})"
+
+
 class _HostLayout:
     """Where this host's rows go in the global array: rows `first:last` of `global_shape` under `sharding`."""
 
-    def __init__(self, sharding: NamedSharding, global_shape: tuple[int, ...], dtype: np.dtype):
+    def __init__(self, sharding: NamedSharding, global_shape: tuple[int, ...]):
         self.sharding = sharding
         self.global_shape = global_shape
-        self.dtype = dtype
         self.first, self.last = host_rows(sharding, global_shape)
         self.local_shape = (self.last - self.first, *global_shape[1:])
         # Each local device's dim-0 slice, keyed by its global start, shifted into this host's rows.
@@ -253,16 +361,19 @@ class _HostLayout:
             start, stop, _ = index[0].indices(global_shape[0])
             self._local_rows[index[0].start] = slice(start - self.first, stop - self.first)
 
-    def to_global_array(self, rows: Any) -> jax.Array:
-        """Place this host's rows as its shards of one global CPU array; the other hosts supply theirs."""
-        rows = np.asarray(rows)
+    def checked(self, leaf: Any) -> np.ndarray:
+        """A leaf of a batch as an array, if it has this host's shape."""
+        rows = np.asarray(leaf)
         if rows.shape != self.local_shape:
             raise ColocatedUsageError(
                 f"make_dataset yielded a batch of shape {rows.shape}, but this host holds rows "
                 f"{self.first}:{self.last} of the global shape {self.global_shape}, so each batch must have "
                 f"shape {self.local_shape}."
             )
-        rows = rows.astype(self.dtype, copy=False)
+        return rows
+
+    def to_global_array(self, rows: np.ndarray) -> jax.Array:
+        """Place this host's rows as its shards of one global CPU array; the other hosts supply theirs."""
         local_rows = self._local_rows
         # make_array_from_callback hands each local device its slice in one batched transfer; on 32 KiB batches
         # it takes some 45 us where device_put and make_array_from_process_local_data take 70-80 us.

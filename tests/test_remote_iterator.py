@@ -108,6 +108,69 @@ def test_remote_iterator_converts_batches_to_the_dtype(make_iterator):
     np.testing.assert_array_equal(np.asarray(batch), global_batch(0).astype(np.float32))
 
 
+def weights_and_tokens(index: int, count: int):
+    """Dict batches whose leaves differ in dtype: fractional float weights and large integer token ids."""
+    for rows in endless_dataset(index, count):
+        yield {"weights": np.full(rows.shape, 0.5), "tokens": rows.astype(np.int64) + 100_000}
+
+
+def test_remote_iterator_keeps_each_leafs_own_dtype_by_default(make_iterator):
+    batch = next(make_iterator(weights_and_tokens, dtype=None))
+    # As JAX holds them (64-bit data is 32-bit unless jax_enable_x64 is on).
+    assert batch["weights"].dtype == jax.dtypes.canonicalize_dtype(np.float64)
+    assert batch["tokens"].dtype == jax.dtypes.canonicalize_dtype(np.int64)
+    np.testing.assert_array_equal(np.asarray(batch["weights"]), np.full(GLOBAL_SHAPE, 0.5))
+    np.testing.assert_array_equal(np.asarray(batch["tokens"]), global_batch(0) + 100_000)
+
+
+def test_remote_iterator_refuses_64_bit_data_that_jax_would_cut_to_32_bits(make_iterator):
+    if jax.config.jax_enable_x64:
+        pytest.skip("with jax_enable_x64, JAX holds 64-bit data as it is")
+    huge = lambda i, n: iter([host_rows(0, i, n).astype(np.int64) + 2**40])  # noqa: E731
+    with pytest.raises(ColocatedUsageError, match=r"int64 values for batch outside what int32 holds"):
+        next(make_iterator(huge, dtype=None))
+
+
+def test_remote_iterator_per_leaf_dtypes_convert_each_leaf_to_its_own(make_iterator):
+    batch = next(make_iterator(weights_and_tokens, dtype={"weights": np.float16, "tokens": None}))
+    assert batch["weights"].dtype == np.float16
+    np.testing.assert_array_equal(np.asarray(batch["weights"]), np.full(GLOBAL_SHAPE, 0.5, np.float16))
+    np.testing.assert_array_equal(np.asarray(batch["tokens"]), global_batch(0) + 100_000)
+
+
+@pytest.mark.parametrize(("dtype", "error"), [
+    (np.int32, r"float64 values for \['weights'\], which int32 cannot hold without changing their kind "
+               r"\(0.5 would become 0\)"),
+    (np.float16, r"int64 values for \['tokens'\] outside what float16 holds \(100000 would become inf\); "
+                 r"give \['tokens'\] a dtype that holds its values, e.g. dtype=\{'tokens': np.int64\}"),
+    ({"weights": np.float32, "tokens": np.int8}, r"\['tokens'\] outside what int8 holds"),
+])
+def test_remote_iterator_refuses_a_dtype_that_would_change_values(make_iterator, dtype, error):
+    with pytest.raises(ColocatedUsageError, match=error):
+        next(make_iterator(weights_and_tokens, dtype=dtype))
+
+
+def test_remote_iterator_per_leaf_dtype_of_a_key_the_batches_lack_is_refused(make_iterator):
+    with pytest.raises(ColocatedUsageError, match=r"dtype names \['weight'\], which the batches"):
+        next(make_iterator(weights_and_tokens, dtype={"weight": np.float32}))
+
+
+def test_remote_iterator_dtype_that_is_no_dtype_is_refused_at_once(make_iterator):
+    with pytest.raises(ColocatedUsageError, match=r"dtype\['tokens'\] must be a numpy dtype"):
+        make_iterator(weights_and_tokens, dtype={"tokens": "int33"})
+
+
+def test_remote_iterator_batches_of_another_shape_than_the_first_are_refused(make_iterator):
+    def changing(index, count):
+        yield {"inputs": host_rows(0, index, count)}
+        yield host_rows(1, index, count)
+
+    iterator = make_iterator(changing, batches_per_call=1)
+    next(iterator)
+    with pytest.raises(ColocatedUsageError, match="every batch must have the same leaves"):
+        next(iterator)
+
+
 def test_remote_iterator_dict_batches_become_dicts_of_global_arrays(make_iterator, sharding):
     def inputs_and_targets(index, count):
         for rows in endless_dataset(index, count):
@@ -221,7 +284,14 @@ def test_remote_iterator_batches_per_call_must_be_a_positive_int(make_iterator, 
     [((8, 1024), 8), ((256, 1024), 8), ((1024, 1024), 2), ((2048, 1024), 1), ((4096, 1024), 1)],
 )
 def test_default_batches_per_call_fetches_about_8_mib_per_call(global_shape, expected):
-    assert default_batches_per_call(global_shape, np.float32) == expected
+    assert default_batches_per_call(int(np.prod(global_shape)) * 4) == expected
+
+
+def test_remote_iterator_default_batches_per_call_counts_every_leaf(make_iterator):
+    """Two int64 leaves of a (16, 4) batch: 1 KiB per batch, so a call fetches the most, 8."""
+    iterator = make_iterator(weights_and_tokens, dtype=None, batches_per_call=None)
+    next(iterator)
+    assert len(iterator._fetched) == 7
 
 
 # --- save and restore by step -----------------------------------------------------------------------------------
