@@ -2,9 +2,11 @@
 
 The requirements are checked against the base image's pins while the component is constructed, so a conflict stops
 `pulumi preview` with a ConfigError before any build starts, and so is a requirement file the build would not
-receive (outside the context, or excluded by its `.dockerignore`). The image tag is a hash of what the build
-receives (the files Docker sends and the build arguments), so an unchanged sidecar is not rebuilt, a changed one
-gets a new tag (pods roll to it), and editing a file the build ignores changes nothing.
+receive (outside the context, or excluded by its `.dockerignore`). The wheel of tpuplane's sidecar runtime
+(`tpuplane.runtime.sidecar_wheel`) is written into the context first. The image tag is the JAX version and a hash
+of what the build receives (the files Docker sends and the build arguments), so an unchanged sidecar is not
+rebuilt, a changed one gets a new tag (pods roll to it), editing a file the build ignores changes nothing, and a
+client can read the sidecar's JAX from the tag.
 
 Registry credentials are not inputs: the builder (BuildKit through pulumi-docker-build) uses the ambient Docker
 credential helper, set up once with `gcloud auth configure-docker <region>-docker.pkg.dev`. The pushing identity
@@ -22,6 +24,7 @@ import pulumi_gcp as gcp
 from tpuplane.components.options import child_options
 from tpuplane.infra.pathways.args import SidecarBuild, sidecar_build
 from tpuplane.infra.pathways.sidecar_image import DOCKERFILE, image_tag
+from tpuplane.runtime.sidecar_wheel import WHEEL_FOLDER, build_runtime_wheel
 
 
 class SidecarImageArgs(TypedDict):
@@ -85,7 +88,9 @@ class SidecarImage(pulumi.ComponentResource):
         )
 
         build_args = {"BASE_IMAGE": base.ref, "REQUIREMENTS": Path(build.requirements_file).as_posix()}
-        tag = image_tag(build.context_dir, build_args=build_args)
+        # The runtime the helpers' pickles refer to goes into the context before it is hashed: the tag covers it.
+        build_runtime_wheel(build.context_dir / WHEEL_FOLDER)
+        tag = image_tag(build.context_dir, build_args=build_args, jax_version=base.jax_version)
         image = docker_build.Image(
             f"{name}-image",
             docker_build.ImageArgs(

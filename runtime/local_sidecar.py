@@ -45,11 +45,11 @@ import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime import sidecar_wheel
 from tpuplane.runtime import sidecar_wire as wire
 from tpuplane.runtime.sidecar_protocol import ProtocolError, SidecarError
 
@@ -757,48 +757,44 @@ def default_venv_cache_dir() -> Path:
 
 
 def ensure_sidecar_venv(requirements: Path, *, python: str | None = None, cache_dir: Path | None = None) -> Path:
-    """Build (once) a venv holding `requirements` plus this package's runtime; return its interpreter.
+    """Build (once) a venv the way the sidecar image is built; return its interpreter.
 
-    The venv gets the client's jax, jaxlib and cloudpickle versions as pip constraints, the way the sidecar image
-    pins them: a requirement that contradicts them fails the build, as it would fail the image build. It is cached
-    under a hash of the requirements, the interpreter and the pinned versions; a file lock lets parallel test
-    workers share one build.
+    It holds `requirements` and the wheel of tpuplane's sidecar runtime (`sidecar_wheel`: the very wheel the image
+    installs, not this whole package), with the client's jax, jaxlib and cloudpickle versions as pip constraints,
+    the way the image pins them: a requirement that contradicts them fails the build, as it would fail the image
+    build. It is cached under a hash of the requirements, the interpreter and the pinned versions; a changed
+    runtime is reinstalled into it. A file lock lets parallel test workers share one build.
     """
     python = python or sys.executable
     versions = protocol.local_versions()
     pins = {name: getattr(versions, name) for name in ("jax", "jaxlib", "cloudpickle") if getattr(versions, name)}
-    ours = _this_package_requirement()
     key = hashlib.sha256(json.dumps(
-        {"requirements": requirements.read_text(), "python": os.path.realpath(python), "pins": pins, "ours": ours},
-        sort_keys=True).encode()).hexdigest()[:16]
+        {"requirements": requirements.read_text(), "python": os.path.realpath(python), "pins": pins,
+         "runtime": sidecar_wheel.REQUIREMENTS}, sort_keys=True).encode()).hexdigest()[:16]
     root = cache_dir or default_venv_cache_dir()
     venv = root / key
     interpreter = venv / "bin" / "python"
+    installed = venv / ".runtime-wheel"
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (venv / ".complete").exists():
-            return interpreter
-        shutil.rmtree(venv, ignore_errors=True)  # a build that was interrupted
-        constraints = root / f"{key}.constraints.txt"
-        constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(pins.items())))
-        _run([python, "-m", "venv", str(venv)])
-        _run([str(interpreter), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-              "-r", str(requirements), "-c", str(constraints), ours,
-              *(f"{name}=={version}" for name, version in sorted(pins.items()))])
-        _run([str(interpreter), "-m", "pip", "check"])
-        (venv / ".complete").write_text(key)
+        wheel = sidecar_wheel.build_runtime_wheel(root / f"{key}.runtime")
+        if not (venv / ".complete").exists():
+            shutil.rmtree(venv, ignore_errors=True)  # a build that was interrupted
+            constraints = root / f"{key}.constraints.txt"
+            constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(pins.items())))
+            _run([python, "-m", "venv", str(venv)])
+            _run([str(interpreter), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                  "-r", str(requirements), "-c", str(constraints), str(wheel),
+                  *(f"{name}=={version}" for name, version in sorted(pins.items()))])
+            installed.write_text(wheel.name)
+            _run([str(interpreter), "-m", "pip", "check"])
+            (venv / ".complete").write_text(key)
+        elif installed.read_text() != wheel.name:  # the runtime changed since; its requirements did not (the key)
+            _run([str(interpreter), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
+                  "--force-reinstall", str(wheel)])
+            installed.write_text(wheel.name)
     return interpreter
-
-
-def _this_package_requirement() -> str:
-    """Install tpuplane[runtime] from where this copy came from: its source tree, or the same version."""
-    distribution = metadata.distribution("tpuplane")
-    direct_url = json.loads(distribution.read_text("direct_url.json") or "{}")
-    url = direct_url.get("url", "")
-    if url.startswith("file://"):
-        return f"tpuplane[runtime] @ {url}"
-    return f"tpuplane[runtime]=={distribution.version}"
 
 
 def _run(command: list[str]) -> None:

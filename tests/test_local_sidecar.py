@@ -753,20 +753,6 @@ def test_pytest_plugin_starts_without_cloudpickle_and_the_fixture_says_what_to_i
     assert "ImportError" in result.stdout and "pip install 'tpuplane[runtime]'" in result.stdout
 
 
-# -- the sidecar venv (slow, opt-in) -----------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(not os.environ.get("TPUPLANE_SIDECAR_VENV_TESTS"),
-                    reason="slow: builds a venv from PyPI (jax, jaxlib pinned); set TPUPLANE_SIDECAR_VENV_TESTS=1")
-def test_local_sidecar_runs_in_a_venv_built_from_requirements(tmp_path):
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("six\n")
-    with LocalSidecar(venv_requirements=requirements, venv_cache_dir=tmp_path / "venvs") as in_venv:
-        assert in_venv.versions == protocol.local_versions()
-        six_file = in_venv.call(lambda: __import__("six").__file__)
-    assert six_file.startswith(str(tmp_path / "venvs"))
-
-
 # -- whatever a function does, it cannot outlive the sidecar, break it, or flood it --------------------------------
 
 

@@ -21,6 +21,7 @@ from tpuplane.infra.pathways.sidecar_image import (
     context_hash,
     context_problems,
     image_tag,
+    sidecar_jax_version,
     known_jax_versions,
 )
 
@@ -213,6 +214,24 @@ def test_image_tag_is_a_valid_docker_tag(context):
     tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref})
     assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)
     assert tag == "ctx-" + context_hash(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref})[:20]
+
+
+def test_image_tag_with_the_jax_version_is_a_valid_docker_tag_that_says_it(context):
+    tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref}, jax_version="0.6.2.dev20251021")
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)
+    assert sidecar_jax_version(f"registry.example.com/team/sidecar:{tag}") == "0.6.2.dev20251021"
+
+
+@pytest.mark.parametrize(("image", "version"), [
+    ("us-east5-docker.pkg.dev/p/r/sidecar:jax-0.10.0-ctx-0123456789abcdef0123", "0.10.0"),
+    (base_image_for("0.10.0").ref, "0.10.0"),
+    ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/colocated-python:jax-0.10.0", "0.10.0"),
+    ("us-east5-docker.pkg.dev/p/r/sidecar:ctx-0123456789abcdef0123", None),
+    ("registry.example.com/sidecar:latest", None),
+    ("registry.example.com/sidecar@sha256:" + "0" * 64, None),
+])
+def test_sidecar_jax_version_reads_every_tag_that_says_it(image, version):
+    assert sidecar_jax_version(image) == version
 
 
 def test_base_image_for_reads_extra_tags_from_the_environment(tmp_path, monkeypatch):

@@ -17,7 +17,9 @@ import pytest
 
 from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways.sidecar_image import base_image_for, image_tag
+from tpuplane.infra.pathways.sidecar_image import base_image_for, image_tag, sidecar_jax_version
+from tpuplane.runtime import sidecar_wheel
+from tpuplane.runtime.sidecar_wheel import WHEEL_FOLDER, runtime_wheel_name
 
 SIDECAR_DIR = Path(__file__).resolve().parent.parent / "sidecar"
 REPOSITORY_TYPE = "gcp:artifactregistry/repository:Repository"
@@ -66,7 +68,8 @@ def sidecar_args(context: Path, **overrides) -> SidecarImageArgs:
 
 
 def expected_ref(context: Path, requirements: str = "requirements.txt") -> str:
-    tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref, "REQUIREMENTS": requirements})
+    tag = image_tag(context, build_args={"BASE_IMAGE": base_image_for("0.10.0").ref, "REQUIREMENTS": requirements},
+                    jax_version="0.10.0")
     return f"us-east5-docker.pkg.dev/acme-ml/tpuplane-sidecar/sidecar:{tag}"
 
 
@@ -135,6 +138,24 @@ def test_sidecar_image_tag_follows_the_requirements(mocks, context):
     outputs = build(sidecar_args(context))
     assert outputs["image_ref"] == [expected_ref(context)]
     assert expected_ref(context) != before
+
+
+def test_sidecar_image_context_holds_the_runtime_wheel_and_its_tag_names_the_jax(mocks, context):
+    outputs = build(sidecar_args(context))
+    (wheel,) = (context / WHEEL_FOLDER).glob("*.whl")
+    assert wheel.name == runtime_wheel_name()
+    assert outputs["image_ref"][0].rpartition(":")[2].startswith("jax-0.10.0-ctx-")
+    assert sidecar_jax_version(outputs["image_ref"][0]) == "0.10.0"
+
+
+def test_sidecar_image_tag_follows_the_runtime_the_wheel_holds(mocks, context, monkeypatch):
+    """A change to a module the sidecar runs is a new wheel in the context, so a new tag: pods roll to it."""
+    before = build(sidecar_args(context))["image_ref"]
+    sources = sidecar_wheel.runtime_sources()
+    changed = {**sources, "tpuplane/runtime/colocated.py": sources["tpuplane/runtime/colocated.py"] + b"# new\n"}
+    monkeypatch.setattr(sidecar_wheel, "runtime_sources", lambda: changed)
+    after = build(sidecar_args(context))["image_ref"]
+    assert after != before and len(list((context / WHEEL_FOLDER).glob("*.whl"))) == 1
 
 
 def test_sidecar_image_tag_ignores_a_readme_edit(mocks, context):

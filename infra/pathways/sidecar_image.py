@@ -19,6 +19,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.pathways.images import jax_version_of_tag, reference_tag
 from tpuplane.infra.yaml_input import read_text_bounded
 
 BASE_IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
@@ -182,6 +183,22 @@ def _feed(digest: hashlib._Hash, *fields: bytes) -> None:
         digest.update(field)
 
 
-def image_tag(context_dir: Path, *, build_args: Mapping[str, str] | None = None) -> str:
-    """The Docker tag for a build: a short, content-derived, valid tag (Docker allows [A-Za-z0-9_.-], <=128)."""
-    return "ctx-" + context_hash(context_dir, build_args=build_args)[:20]
+def image_tag(context_dir: Path, *, build_args: Mapping[str, str] | None = None, jax_version: str | None = None) -> str:
+    """The Docker tag for a build: a short, content-derived, valid tag (Docker allows [A-Za-z0-9_.-], <=128),
+    `jax-<version>-ctx-<hash>` when the image's JAX is given, so that clients can check theirs against it."""
+    tag = "ctx-" + context_hash(context_dir, build_args=build_args)[:20]
+    return f"jax-{jax_version}-{tag}" if jax_version else tag
+
+
+_BUILT_TAG = re.compile(r"^jax-(?P<version>[0-9][0-9A-Za-z.]*)-ctx-[0-9a-f]{20}$")
+
+
+def sidecar_jax_version(image: str) -> str | None:
+    """The JAX a sidecar image runs, read from its tag: one built by tpuplane (`jax-<v>-ctx-<hash>`), a public base
+    image (`<date>-python_<X.Y>-jax_<v>`) or a `jax-<v>` tag; None when the tag does not say."""
+    tag = reference_tag(image) or ""
+    if built := _BUILT_TAG.match(tag):
+        return built["version"]
+    if base := _TAG.match(tag):
+        return base["jax"]
+    return jax_version_of_tag(image)
