@@ -14,7 +14,7 @@ off: a stalled GET retried three times would wait four read timeouts. The caller
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import Any
 
@@ -158,6 +158,20 @@ class KubeApi:
         result = self._call(f"list events in {namespace}", self._core.list_namespaced_event, namespace,
                             field_selector=f"involvedObject.name={involved_object}", within=within)
         return [self._serialize(item) for item in result.items]
+
+    def follow_pod_log(self, namespace: str, pod: str, container: str, *,
+                       within: float | None = None) -> Iterator[str]:
+        """A container's log from its start, line by line, as it is written (`kubectl logs -f`). Ends when the
+        container stops; ApiUnreachable when no line came within the read timeout (capped by `within`)."""
+        response = self._call(f"read the log of pod {namespace}/{pod}", self._core.read_namespaced_pod_log, pod,
+                              namespace, container=container, follow=True, _preload_content=False, within=within)
+        try:
+            for line in response:
+                yield line.decode("utf-8", errors="replace").rstrip("\r\n")
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ApiUnreachable(f"the log of pod {namespace}/{pod} stopped: {error}") from error
+        finally:
+            response.close()  # a stream read part-way cannot go back to the pool
 
     def get_jobset(self, namespace: str, name: str) -> dict[str, Any]:
         """A JobSet (jobset.x-k8s.io/v1alpha2), e.g. the Shared Pathways Service's, as a plain dict."""

@@ -8,32 +8,40 @@ The address is the stack's `pathways_service` output; the short `pw-pathways-hea
 (its JobSet is then looked for in namespace `pw`, where the stack puts the service).
 
 What happens, in order:
-1. Every argument is checked before anything is created (ConfigError naming the parameter).
-2. One namespace is resolved once (argument > kube context's namespace > "default") and used for every call.
-3. Unless `proxy_image` is given, the service's JobSet is read: the proxy image is the one built with the service's
+1. Every argument is checked before anything is created (ConfigError naming the parameter), and pathwaysutils,
+   which registers JAX's `proxy` backend, must be installed.
+2. JAX must not have a backend in this process yet: one created before would go on serving `jax.devices()` inside
+   the session (this machine's CPU, not the service's TPUs). That is refused, with how to fix it.
+3. One namespace is resolved once (argument > kube context's namespace > "default") and used for every call.
+4. Unless `proxy_image` is given, the service's JobSet is read: the proxy image is the one built with the service's
    server image (a proxy of another version fails in obscure ways), and a TPU type the service does not offer is a
    ConfigError (its slices would never be placed). A JobSet that cannot be read is an error asking for proxy_image.
-4. A proxy Job (rendered by `tpuplane.infra.pathways.proxy`) is created. It carries a heartbeat annotation that a
+   This client's jax and jaxlib must equal the JAX of the service's server image and of its sidecar image, as
+   their tags say (ConnectError with the `pip install` that fixes it); a tag that does not say is a notice.
+5. A proxy Job (rendered by `tpuplane.infra.pathways.proxy`) is created. It carries a heartbeat annotation that a
    background thread renews, `activeDeadlineSeconds` and `ttlSecondsAfterFinished`, so a proxy whose client was
    SIGKILLed is reaped by `tpuplane janitor` instead of holding slices forever.
-5. The pod is watched until Ready (the proxy's port accepts connections), with progress on stderr. Giving up
+6. The pod is watched until Ready (the proxy's port accepts connections), with progress on stderr. Giving up
    says why: unschedulable, image pull error, crash, or a timeout, with the pod's recent events.
-6. `kubectl port-forward` to a free local port, supervised (restarted once, then a clear error); on Linux the kernel
+7. The proxy's log is followed until the service has placed every slice asked for, as pathwaysutils reads it
+   (`unplaced -> placed` lines), its placement messages streamed to stderr: while every TPU is taken, the wait shows
+   why, and gives up after `placement_timeout` with the last of them.
+8. `kubectl port-forward` to a free local port, supervised (restarted once, then a clear error); on Linux the kernel
    ends it if this process dies, even by SIGKILL.
-7. JAX_PLATFORMS=proxy and JAX_BACKEND_TARGET=grpc://localhost:<port> in the environment, and in jax.config
-   when jax is already imported; both are restored on exit.
+9. JAX_PLATFORMS=proxy and JAX_BACKEND_TARGET=grpc://localhost:<port> in the environment and in jax.config, then
+   `pathwaysutils.initialize()`, which registers the `proxy` backend.
 Cleanup is idempotent and runs on normal exit, on exceptions, on SIGINT/SIGTERM/SIGHUP (then the previous
-handler runs) and at interpreter exit: forwarder killed and reaped, heartbeat stopped, Job deleted. A signal that
-arrives during cleanup, or while the create request is in flight, waits until that finishes (so a second Ctrl-C
-cannot leave the Job behind), then is delivered again.
-
-JAX also needs the `proxy` backend registered (`pathwaysutils.initialize()`); tpuplane does not do that for you.
+handler runs) and at interpreter exit: JAX's backends and caches cleared (arrays of the session die with it),
+forwarder killed and reaped, heartbeat stopped, Job deleted, JAX settings restored. A signal that arrives during
+cleanup, or while the create request is in flight, waits until that finishes (so a second Ctrl-C cannot leave the
+Job behind), then is delivered again.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import getpass
 import json
 import os
@@ -46,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from types import FrameType
 from typing import Any
 
@@ -55,11 +64,14 @@ from rich.markup import escape
 from tpuplane.infra.pathways import proxy
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.pathways.images import jax_version_of_tag
+from tpuplane.infra.pathways.sidecar_image import sidecar_jax_version
 from tpuplane.runtime.kube import ApiException, ApiUnreachable, KubeApi
 from tpuplane.runtime.port_forward import ForwarderError, PortForwarder, free_local_port, kubectl_port_forward_argv
 
 MAX_LIFETIME_SECONDS = 366 * 24 * 3600  # the proxy Job's activeDeadlineSeconds
 DEFAULT_TIMEOUT_SECONDS = 600.0  # cold pools and first image pulls take minutes, not the public client's 30 s
+DEFAULT_PLACEMENT_TIMEOUT_SECONDS = 1800.0  # other clients hold the TPUs: their jobs end, or the user goes home
 DEFAULT_HEARTBEAT_SECONDS = 30.0
 # The janitor's default judges a proxy dead after 600 s of silence: at least four beats must fit in that window,
 # so one slow or failed renewal never gets a live session reaped.
@@ -80,6 +92,10 @@ class ConnectError(RuntimeError):
 
 class ProxyNotReady(ConnectError):
     """The proxy pod did not become Ready: unschedulable, image pull error, crash, or the timeout ran out."""
+
+
+class ProxyNotPlaced(ConnectError):
+    """The service did not place every slice asked for within `placement_timeout` (its TPUs were all taken)."""
 
 
 # ---- decisions (pure) -------------------------------------------------------------------------------------------
@@ -148,6 +164,51 @@ def describe_pod(pod: Mapping[str, Any] | None) -> PodProgress:
     return PodProgress("scheduling", "waiting for the scheduler")
 
 
+# How the proxy logs placement, read as pathwaysutils reads it: a slice is placed at each `unplaced -> placed`, and
+# lines with these words say where placement stands (asked for, waiting, refused).
+PLACED_PHRASE = "unplaced -> placed"
+PLACEMENT_WORDS = ("placement", "signaling to rm", "transition slice", "failed_precondition")
+
+
+def is_placement_message(line: str) -> bool:
+    lowered = line.lower()
+    return any(word in lowered for word in PLACEMENT_WORDS)
+
+
+def places_a_slice(line: str) -> bool:
+    return PLACED_PHRASE in line.lower()
+
+
+@dataclass(frozen=True)
+class JaxOf:
+    """The JAX one part of a session runs: this client, or an image of the service (None: its tag does not say)."""
+
+    what: str  # "its server image us-docker.pkg.dev/.../server:jax-0.10.0"
+    version: str | None
+
+
+def jax_skew(client_jax: str, client_jaxlib: str | None, parts: Sequence[JaxOf]) -> tuple[str | None, list[str]]:
+    """Whether this client may talk to the service: (an error naming the skew and its fix, or None; notices about
+    the parts whose JAX cannot be told). Client, proxy, server and sidecar must run exactly the same jax and jaxlib:
+    arrays, programs and pickled functions travel between them."""
+    known = [part for part in parts if part.version is not None]
+    notices = [f"cannot tell the JAX of {part.what} from its tag; it must be jax {client_jax}"
+               for part in parts if part.version is None]
+    service_versions = {part.version for part in known}
+    client_versions = {client_jax, client_jaxlib or client_jax}
+    if not known or service_versions == client_versions:
+        return None, notices
+    said = ", ".join(f"{part.what} runs jax {part.version}" for part in known)
+    mine = f"this client has jax {client_jax} and jaxlib {client_jaxlib or 'not installed'}"
+    if len(service_versions) > 1:
+        fix = "the service's own images disagree: rebuild them for one JAX (the stack's jaxVersion)"
+    else:
+        (wanted,) = service_versions
+        fix = f"pip install jax=={wanted} jaxlib=={wanted}"
+    return (f"version skew: {said}; {mine}. Client, proxy, server and sidecar must run exactly the same jax and "
+            f"jaxlib (arrays, programs and pickled functions travel between them). Fix: {fix}"), notices
+
+
 def _event_time(event: Mapping[str, Any]) -> str:
     meta = event.get("metadata") or {}
     return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
@@ -187,6 +248,42 @@ def _user() -> str:
         return "user"
 
 
+def _installed(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _refuse_jax_with_a_backend() -> None:
+    """A backend JAX created before the session would keep serving it: refuse, before anything is created."""
+    if "jax" not in sys.modules:
+        return
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        raise ConnectError(
+            "JAX already has a backend in this process (jax.devices() or a computation ran before connect()), so "
+            "inside the session JAX would keep using it: jax.devices() would list this machine's devices, not the "
+            "service's TPUs. Call connect() before the first JAX computation (restart the notebook kernel or the "
+            "script), or release the backend first with jax.extend.backend.clear_backends() (arrays made so far "
+            "become unusable)")
+
+
+def _jax_option(config: Any, option: str) -> Any:
+    """An option's value: jax_platforms is an attribute of jax.config, jax_backend_target only a flag to read."""
+    try:
+        return getattr(config, option)
+    except AttributeError:
+        return config.read(option)
+
+
+def _proxy_backend_registered() -> bool:
+    from jax._src import xla_bridge
+
+    return "proxy" in xla_bridge._backend_factories
+
+
 # ---- the session ------------------------------------------------------------------------------------------------
 
 
@@ -207,6 +304,7 @@ class _Request:
     heartbeat_interval: float
     max_lifetime: int
     kubectl: str
+    placement_timeout: float | None  # None: return without waiting for placement
 
 
 def _positive(value: object, path: str, problems: list[Problem], allowed: str = "a number > 0") -> None:
@@ -217,7 +315,8 @@ def _positive(value: object, path: str, problems: list[Problem], allowed: str = 
 
 def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, namespace: str | None,
                      context: str | None, timeout: float, proxy_image: str | None, proxy_options: Sequence[str],
-                     heartbeat_interval: float, max_lifetime: int, kubectl: str) -> _Request:
+                     heartbeat_interval: float, max_lifetime: int, kubectl: str,
+                     placement_timeout: float | None = DEFAULT_PLACEMENT_TIMEOUT_SECONDS) -> _Request:
     """Every connect() rule at once, so one error lists every mistake, each under its parameter name."""
     problems: list[Problem] = []
     results: dict[str, Any] = {}
@@ -235,6 +334,9 @@ def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket:
         except ConfigError as error:
             problems.extend(error.problems)
     _positive(timeout, "timeout", problems, "seconds > 0")
+    if placement_timeout is not None:
+        _positive(placement_timeout, "placement_timeout", problems,
+                  "seconds > 0, or None to return without waiting for the slices to be placed")
     heartbeat_allowed = f"seconds > 0 and <= {MAX_HEARTBEAT_SECONDS:g}"
     _positive(heartbeat_interval, "heartbeat_interval", problems, heartbeat_allowed)
     if not any(p.path == "heartbeat_interval" for p in problems) and heartbeat_interval > MAX_HEARTBEAT_SECONDS:
@@ -261,7 +363,8 @@ def validate_request(pathways_service: str, tpus: Mapping[str, int], gcs_bucket:
         raise ConfigError(problems)
     return _Request(context=context, timeout=float(timeout), heartbeat_interval=float(heartbeat_interval),
                     max_lifetime=int(max_lifetime), kubectl=kubectl, service_jobset=jobset,
-                    tpu_names=tuple(tpus), **results)
+                    tpu_names=tuple(tpus), **results,
+                    placement_timeout=None if placement_timeout is None else float(placement_timeout))
 
 
 def connect(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, namespace: str | None = None,
@@ -269,6 +372,7 @@ def connect(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, 
             proxy_image: str | None = None, proxy_options: Sequence[str] = (),
             heartbeat_interval: float = DEFAULT_HEARTBEAT_SECONDS,
             max_lifetime: int = proxy.DEFAULT_ACTIVE_DEADLINE_SECONDS, kubectl: str = "kubectl",
+            placement_timeout: float | None = DEFAULT_PLACEMENT_TIMEOUT_SECONDS,
             kube: KubeApi | None = None, console: Console | None = None) -> "PathwaysSession":
     """A session on the Shared Pathways Service; use it as a context manager. Validates now, creates on enter.
 
@@ -277,6 +381,8 @@ def connect(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, 
     tpus: virtual slices to ask for, by any catalog name or Pathways spelling: {"v6e-4": 2} or {"tpuv6e:2x2": 2}.
     gcs_bucket: the scratch location, `gs://bucket[/folder]` or `bucket`.
     timeout: seconds to wait for the proxy pod to be Ready. max_lifetime: the proxy Job's activeDeadlineSeconds.
+    placement_timeout: seconds to wait, once the proxy is Ready, for the service to place every slice (it cannot
+        while other clients hold its TPUs); None returns at once, and the first JAX call waits instead.
     proxy_image: the proxy_server image; by default the one matching the server image in the service's JobSet
         (which needs `get` on jobsets.jobset.x-k8s.io in the service's namespace).
     proxy_options: "key:value" strings (see `tpuplane.infra.pathways.proxy.PROXY_OPTION_FORMS`), e.g. "sidecar:true".
@@ -285,8 +391,20 @@ def connect(pathways_service: str, tpus: Mapping[str, int], gcs_bucket: str, *, 
     """
     request = validate_request(pathways_service, tpus, gcs_bucket, namespace=namespace, context=context,
                                timeout=timeout, proxy_image=proxy_image, proxy_options=proxy_options,
-                               heartbeat_interval=heartbeat_interval, max_lifetime=max_lifetime, kubectl=kubectl)
+                               heartbeat_interval=heartbeat_interval, max_lifetime=max_lifetime, kubectl=kubectl,
+                               placement_timeout=placement_timeout)
+    _require_pathwaysutils()
     return PathwaysSession(request, kube=kube, console=console or Console(stderr=True))
+
+
+def _require_pathwaysutils() -> None:
+    """pathwaysutils registers JAX's `proxy` backend; without it the first JAX call fails with "backend 'proxy' is
+    not in the list of known backends"."""
+    try:
+        import pathwaysutils  # noqa: F401 - imported here once, so the session's own import is instant
+    except ImportError as missing:
+        raise ConnectError(f"connect() sets JAX up for Pathways with pathwaysutils, which cannot be imported "
+                           f"({missing}): pip install 'tpuplane[jax]'") from None
 
 
 class _Heartbeat:
@@ -439,6 +557,7 @@ class PathwaysSession:
 
     def _connect(self) -> None:
         request = self._request
+        _refuse_jax_with_a_backend()
         if self._kube is None:
             try:
                 self._kube = KubeApi.from_context(request.context)
@@ -446,7 +565,11 @@ class PathwaysSession:
                 raise ConnectError(f"cannot load Kubernetes credentials (context {request.context or 'current'}): "
                                    f"{error}. Hint: gcloud container clusters get-credentials <cluster>") from error
         self.namespace = resolve_namespace(request.namespace, self._kube.context_namespace())
-        self.proxy_image = request.image or self._proxy_image_from_service()
+        if request.image is not None:
+            self.proxy_image = request.image
+            self._check_jax([JaxOf(f"the proxy image {request.image}", jax_version_of_tag(request.image))])
+        else:
+            self.proxy_image = self._proxy_image_from_service()
         self.job_name = proxy.proxy_job_name(_user(), _random_suffix())
         self._create_job()
         self._ensure_open()
@@ -454,6 +577,8 @@ class PathwaysSession:
                                      self._warn)
         self._heartbeat.start()
         self.pod_name = self._wait_ready()
+        if request.placement_timeout is not None:
+            self._wait_placed(request.placement_timeout)
         self._start_forwarder()
         self._ensure_open()
         self._point_jax_at(self.backend_target)
@@ -477,6 +602,10 @@ class PathwaysSession:
                                f"proxy_server image with the same tag as the service's server image, e.g. "
                                f"{proxy.EXAMPLE_PROXY_IMAGE}") from None
         facts = proxy.read_service_jobset(jobset)
+        self._check_jax([JaxOf(f"the service's {role} image {image}", version_of(image))
+                         for role, image, version_of in (("server", facts.server_image, jax_version_of_tag),
+                                                         ("sidecar", facts.sidecar_image, sidecar_jax_version))
+                         if image])
         problems = proxy.offered_instance_type_problems(
             [(tpu_name, spec) for tpu_name, (spec, _) in zip(request.tpu_names, request.slices)], facts.instance_types)
         try:
@@ -486,6 +615,65 @@ class PathwaysSession:
         if problems:
             raise ConfigError(problems)
         return image
+
+    def _check_jax(self, parts: Sequence[JaxOf]) -> None:
+        """Refuse a service that runs another JAX than this client, before anything is created."""
+        error, notices = jax_skew(metadata.version("jax"), _installed("jaxlib"), parts)
+        for notice in notices:
+            self._warn(notice)
+        if error is not None:
+            raise ConnectError(error)
+
+    def _wait_placed(self, timeout: float) -> None:
+        """Follow the proxy's log until the service has placed every slice, streaming its placement messages;
+        ProxyNotPlaced with the last of them after `timeout`. A log that falls silent or breaks is read again from
+        its start: placements are counted anew, messages already shown are not shown twice."""
+        wanted = sum(count for _, count in self._request.slices)
+        deadline = time.monotonic() + timeout
+        most_placed, messages = 0, []  # the furthest any read of the log got
+        with self._console.status(f"proxy {self.job_name}: waiting for the service to place {wanted} slice(s)") \
+                as status:
+            while time.monotonic() < deadline:
+                self._ensure_open()
+                placed, seen = 0, []
+                try:
+                    for line in self._kube.follow_pod_log(self.namespace, self.pod_name, proxy.PROXY_CONTAINER,
+                                                          within=max(0.0, deadline - time.monotonic())):
+                        if is_placement_message(line):
+                            seen.append(line)
+                            if len(seen) > len(messages):
+                                messages = list(seen)
+                                self._console.print(f"proxy {self.job_name}: {line.strip()[:_EVENT_WIDTH]}",
+                                                    markup=False, highlight=False)
+                        if places_a_slice(line):
+                            placed += 1
+                            most_placed = max(most_placed, placed)
+                            status.update(escape(f"proxy {self.job_name}: {placed} of {wanted} slice(s) placed"))
+                            if placed >= wanted:
+                                return
+                        if time.monotonic() >= deadline:
+                            break
+                except ApiException as error:
+                    if error.status in (401, 403):
+                        raise ConnectError(
+                            f"cannot read the log of proxy pod {self.pod_name} in namespace {self.namespace} to follow "
+                            f"placement: {_api_message(error)}. Your account needs get on pods/log there; or pass "
+                            f"placement_timeout=None to skip the wait (the first JAX call waits instead)") from None
+                    time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))  # a transient refusal
+                except ApiUnreachable:
+                    pass  # no line within the read timeout, or the stream broke: read the log again
+                else:
+                    time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))  # the log ended: the proxy restarted
+        raise ProxyNotPlaced(self._why_not_placed(most_placed, wanted, timeout, messages))
+
+    def _why_not_placed(self, placed: int, wanted: int, timeout: float, messages: list[str]) -> str:
+        asked = ", ".join(f"{count} x {name}" for name, (_, count) in zip(self._request.tpu_names,
+                                                                          self._request.slices))
+        shown = "\n  ".join(line.strip()[:_EVENT_WIDTH] for line in messages[-_EVENT_LINES:]) or "(none)"
+        return (f"the service placed {placed} of the {wanted} slice(s) asked for ({asked}) within {timeout:g} s: "
+                f"its TPUs of that type are held by other clients, or it has fewer than you asked for (proxy Job "
+                f"{self.job_name}, namespace {self.namespace}). Try again later, ask for fewer slices, or raise "
+                f"placement_timeout=.\nLast placement messages of the proxy:\n  {shown}")
 
     def _create_job(self) -> None:
         request = self._request
@@ -593,34 +781,49 @@ class PathwaysSession:
     # -- JAX settings --
 
     def _point_jax_at(self, target: str) -> None:
+        """Send JAX to the proxy (environment and jax.config), then have pathwaysutils register the `proxy`
+        backend, as it does for its own sessions."""
+        import jax
+        import pathwaysutils
+
         values = {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target}
         self._saved_env = {name: os.environ.get(name) for name in JAX_SETTINGS}
-        jax = sys.modules.get("jax")  # only if imported: never import jax for the user
-        if jax is not None:
-            for name, value in values.items():
-                option = name.lower()
-                try:
-                    self._saved_jax[option] = getattr(jax.config, option)
-                except AttributeError:
-                    continue  # this jax has no such option (jax_backend_target is env-only in recent jax)
-                jax.config.update(option, value)
+        for name, value in values.items():
+            option = name.lower()
+            self._saved_jax[option] = _jax_option(jax.config, option)
+            jax.config.update(option, value)
         os.environ.update(values)
+        pathwaysutils.initialize()
+        if not _proxy_backend_registered():
+            # initialize() acts once per process: an earlier call, made before JAX_PLATFORMS=proxy, registered
+            # nothing. Register the backend as that call would have.
+            from pathwaysutils import proxy_backend
+
+            proxy_backend.register_backend_factory()
+
+    def _release_jax(self) -> None:
+        """Clear JAX's backends and caches while the proxy is still reachable, as pathwaysutils does on exit: the
+        session's arrays die with it, and a later session (or local JAX) starts afresh."""
+        if self._saved_env:
+            import jax
+            import jax.extend.backend
+
+            jax.extend.backend.clear_backends()
+            jax.clear_caches()
+            gc.collect()
 
     def _restore_jax(self) -> None:
-        if not self._saved_env:
-            return
+        """Put JAX's settings back, in the environment and in jax.config."""
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        jax = sys.modules.get("jax")
-        if jax is not None:  # imported before or during the session: put its options back too
-            for name in JAX_SETTINGS:
-                option = name.lower()
-                if not hasattr(jax.config, option):
-                    continue
-                jax.config.update(option, self._saved_jax.get(option, self._saved_env.get(name)))
+        if self._saved_jax:
+            import jax
+
+            for option, value in self._saved_jax.items():
+                jax.config.update(option, value)
         self._saved_env, self._saved_jax = {}, {}
 
     # -- exit --
@@ -649,7 +852,8 @@ class PathwaysSession:
             self._console.print(f"[red]{escape(cleanup_error)}[/]")
 
     def _cleanup(self) -> str | None:
-        """Stop the heartbeat and the forwarder, delete the Job, restore JAX settings and handlers. Idempotent.
+        """Clear JAX's backends, stop the heartbeat and the forwarder, delete the Job, restore JAX settings and
+        handlers. Idempotent.
 
         Returns what could not be cleaned up, in words, or None.
         """
@@ -658,11 +862,14 @@ class PathwaysSession:
                 return None
             self._closed = True
             try:
-                if self._heartbeat is not None:
-                    self._heartbeat.stop()
-                if self.forwarder is not None:
-                    self.forwarder.stop()
-                error = self._delete_job() if self._job_may_exist else None
+                try:
+                    self._release_jax()  # first, while the proxy still answers
+                finally:
+                    if self._heartbeat is not None:
+                        self._heartbeat.stop()
+                    if self.forwarder is not None:
+                        self.forwarder.stop()
+                    error = self._delete_job() if self._job_may_exist else None
             finally:
                 self._restore_jax()
                 self._hooks.uninstall()

@@ -9,11 +9,15 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 import jax
+import jax.extend.backend
 import pytest
 import yaml
 
 # Colocated Python tests run on 8 CPU devices; this must happen before any module touches the CPU backend.
 jax.config.update("jax_num_cpu_devices", 8)
+# On CPU, named: a connect() session registers JAX's `proxy` backend for the rest of the process (pathwaysutils
+# does), which JAX would otherwise try to create in every later test.
+jax.config.update("jax_platforms", "cpu")
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = REPO / "stacks"
@@ -29,6 +33,14 @@ MINIMAL_CONFIG: dict[str, Any] = {
     ],
     "tpuplane:reservations": [{"name": "v5p-res", "tpuType": "v5p-128", "slices": 2}],
 }
+
+
+@pytest.fixture
+def jax_without_backend() -> None:
+    """A process whose JAX has no backend yet, as connect() requires: the CPU backend other tests made is released
+    (the next test that uses JAX makes a new one)."""
+    jax.extend.backend.clear_backends()
+    jax.clear_caches()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ listens on the local port it is asked for, which tests kill to play a dying `kub
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import sys
 import textwrap
 import threading
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -29,21 +31,30 @@ from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.service import pathways_service_address, render_pathways_service_jobset
 from tpuplane.runtime import session as session_module
-from tpuplane.runtime.session import ConnectError, ProxyNotReady, connect, describe_pod, recent_events
+from tpuplane.runtime.session import (
+    ConnectError,
+    ProxyNotPlaced,
+    ProxyNotReady,
+    connect,
+    describe_pod,
+    recent_events,
+)
 from tpuplane.runtime.janitor import stale_proxies
 from tpuplane.runtime.kube import ApiUnreachable
 
 SERVICE = "pw-pathways-head-0-0.pw.pw.svc:29001"  # what the stack exports for a service named pw
-SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0"
-MATCHING_PROXY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.0"
+CLIENT_JAX = metadata.version("jax")  # the service's images run this client's JAX, unless a test says otherwise
+SERVER_IMAGE = f"us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-{CLIENT_JAX}"
+MATCHING_PROXY = f"us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-{CLIENT_JAX}"
 EXPLICIT_PROXY = "registry.example.com/pathways/proxy_server:custom"
 
 
-def service_jobset(name="pw", tpu="v6e-4", server_image=SERVER_IMAGE) -> dict:
+def service_jobset(name="pw", tpu="v6e-4", server_image=SERVER_IMAGE, sidecar_image=None) -> dict:
     """The service's JobSet exactly as the stack renders it."""
     return render_pathways_service_jobset(
         name, spec=resolve_tpu_type(tpu), slices=2, capacity="on-demand", server_image=server_image,
-        gcs_scratch_location="gs://scratch-bucket", cpu_pool="cpu", node_pools=["tpu-0", "tpu-1"])
+        gcs_scratch_location="gs://scratch-bucket", cpu_pool="cpu", node_pools=["tpu-0", "tpu-1"],
+        sidecar_image=sidecar_image)
 
 READY = {"phase": "Running",
          "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
@@ -74,9 +85,14 @@ class FakeKube:
     its own thread. `pod_states` are the pod statuses successive polls see (the last one repeats); `hooks` run on
     a call, outside the lock, so a hook may send a signal whose handler calls back in; the hook
     `create_job:stored` runs after the Job is stored, and `create_lost` errors are raised after storing it: the
-    server kept the Job but the client never heard so (a lost response, a timeout, a signal)."""
+    server kept the Job but the client never heard so (a lost response, a timeout, a signal).
 
-    def __init__(self, pod_states=(READY,), context_namespace=None, events=(), jobsets=None):
+    `pod_logs` are the proxy's log as successive reads see it (the last one repeats); by default a proxy that
+    finds free TPUs, logging one placement per virtual slice its Job asks for. After its lines a read ends, or with
+    `log_stalls` falls silent (ApiUnreachable, as the real read timeout); `log_errors` are raised by the next reads."""
+
+    def __init__(self, pod_states=(READY,), context_namespace=None, events=(), jobsets=None, pod_logs=None,
+                 log_stalls=False):
         self.jobs: dict[tuple[str, str], dict] = {}
         self.jobsets = {("pw", "pw"): service_jobset()} if jobsets is None else jobsets
         self.jobset_reads: list[tuple[str, str]] = []
@@ -90,6 +106,10 @@ class FakeKube:
         self.delete_errors: list[ApiException] = []
         self.jobset_errors: list[Exception] = []
         self.hooks: dict[str, callable] = {}
+        self.pod_logs = pod_logs
+        self.log_stalls = log_stalls
+        self.log_errors: list[Exception] = []
+        self.log_reads = 0
         self._context_namespace = context_namespace
         self._lock = threading.Lock()
 
@@ -164,6 +184,25 @@ class FakeKube:
         return [{"metadata": {"name": f"{job_name}-x7k2p", "namespace": namespace,
                               "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": status}]
 
+    def follow_pod_log(self, namespace, pod, container, within=None):
+        self._called("follow_pod_log", namespace)
+        with self._lock:
+            reads, self.log_reads = self.log_reads, self.log_reads + 1
+            job = self.jobs.get((namespace, pod.removesuffix("-x7k2p")))
+        if self.log_errors:
+            raise self.log_errors.pop(0)
+        if self.pod_logs is not None:
+            lines = self.pod_logs[min(reads, len(self.pod_logs) - 1)]
+        else:
+            args = job["spec"]["template"]["spec"]["containers"][0]["args"] if job else []
+            slices = next(arg for arg in args if arg.startswith("--virtual_slices=")).split("=", 1)[1].split(",")
+            lines = [f"I0101 placement.cc:42] Transition slice {index} ({name}) from unplaced -> placed"
+                     for index, name in enumerate(slices)]
+        yield from lines
+        if self.log_stalls:
+            time.sleep(min(within or 0.05, 0.05))
+            raise ApiUnreachable("no line of the log within the read timeout")
+
     def list_events(self, namespace, involved_object, within=None):
         self._called("list_events", namespace)
         return list(self.events) if involved_object.endswith("-x7k2p") else []
@@ -204,7 +243,7 @@ def forwarder_argvs(kubectl: Path) -> list[list[str]]:
 
 
 @pytest.fixture(autouse=True)
-def clean_jax_env(monkeypatch):
+def clean_jax_env(monkeypatch, jax_without_backend):
     for name in session_module.JAX_SETTINGS:
         monkeypatch.delenv(name, raising=False)
 
@@ -212,6 +251,13 @@ def clean_jax_env(monkeypatch):
 @pytest.fixture
 def console() -> Console:
     return Console(file=open(os.devnull, "w"), force_terminal=False)
+
+
+@pytest.fixture
+def shown() -> tuple[Console, io.StringIO]:
+    """A console whose output a test reads (no terminal, so progress lines are printed, not animated)."""
+    out = io.StringIO()
+    return Console(file=out, force_terminal=False, width=400), out
 
 
 def session_of(kube, kubectl, console, **overrides):
@@ -287,6 +333,9 @@ def process_gone(pid: int) -> bool:
     ({"max_lifetime": 3600.5}, "max_lifetime"),
     ({"timeout": float("nan")}, "timeout"),
     ({"heartbeat_interval": float("nan")}, "heartbeat_interval"),
+    ({"placement_timeout": 0}, "placement_timeout"),
+    ({"placement_timeout": float("nan")}, "placement_timeout"),
+    ({"placement_timeout": "10"}, "placement_timeout"),
 ])
 def test_connect_rejects_bad_input_before_creating_anything(overrides, path, kubectl, console):
     kube = FakeKube()
@@ -339,9 +388,10 @@ def test_connect_runs_the_proxy_built_with_the_service_server_image(address, kub
 
 
 def test_connect_reads_the_jobset_in_the_namespace_the_address_names(kubectl, console):
-    kube = FakeKube(jobsets={("platform", "pw"): service_jobset(server_image=SERVER_IMAGE.replace("0.10.0", "0.9.1"))})
+    server = f"registry.example.com/platform/pathways/server:jax-{CLIENT_JAX}"
+    kube = FakeKube(jobsets={("platform", "pw"): service_jobset(server_image=server)})
     with session_of(kube, kubectl, console, pathways_service="pw-pathways-head-0-0.pw.platform.svc:29001"):
-        assert proxy_image_of(kube).endswith("/proxy_server:jax-0.9.1")
+        assert proxy_image_of(kube) == f"registry.example.com/platform/pathways/proxy_server:jax-{CLIENT_JAX}"
     assert kube.jobset_reads == [("platform", "pw")]
 
 
@@ -412,7 +462,7 @@ def test_connect_sets_jax_target_then_removes_everything(kubectl, console):
         assert len(kube.jobs) == 1
     assert kube.jobs == {}
     assert "JAX_PLATFORMS" not in os.environ and "JAX_BACKEND_TARGET" not in os.environ
-    assert jax.config.jax_platforms is None
+    assert jax.config.jax_platforms == "cpu"  # as tests/conftest.py set it
     assert process_gone(pid)
     assert signal.getsignal(signal.SIGTERM) == previous_term
 
@@ -470,6 +520,176 @@ def test_connect_renews_the_heartbeat_until_exit(kubectl, console):
     beats = kube.patches
     time.sleep(0.2)
     assert kube.patches == beats
+
+
+# ---- JAX in the client ---------------------------------------------------------------------------------------------
+
+
+def test_connect_initialises_pathways_so_jax_dials_the_proxy_through_the_forward(kubectl, console, monkeypatch):
+    """pathwaysutils.initialize() for real: JAX's first call in the session creates the `proxy` backend, which
+    dials the forwarded port. The fake kubectl there hangs up, so the dial fails there and then, not with
+    "backend 'proxy' is not in the list of known backends"."""
+    import jax
+
+    monkeypatch.setenv("PATHWAYS_PROXY_CONNECTION_TIMEOUT_SECS", "1")
+    with session_of(FakeKube(), kubectl, console) as session:
+        with pytest.raises(RuntimeError, match=rf"Unable to initialize backend 'proxy'.*localhost:{session.local_port}"):
+            jax.devices()
+
+
+def test_connect_registers_the_proxy_backend_after_an_earlier_initialize_did_not(kubectl, console, monkeypatch):
+    """pathwaysutils.initialize() acts once per process: called before connect() (at the top of a script), it saw no
+    JAX_PLATFORMS=proxy and registered nothing, and ignores the session's call."""
+    from jax._src import xla_bridge
+    from pathwaysutils import _initialize
+
+    monkeypatch.setattr(_initialize, "_initialization_count", 1)
+    monkeypatch.delitem(xla_bridge._backend_factories, "proxy", raising=False)
+    with session_of(FakeKube(), kubectl, console):
+        assert "proxy" in xla_bridge._backend_factories
+
+
+def test_connect_refuses_a_process_whose_jax_already_has_a_backend(kubectl, console):
+    import jax
+
+    jax.devices()  # as a notebook cell run before connect() would
+    kube = FakeKube()
+    with pytest.raises(ConnectError, match=r"JAX already has a backend.*jax.extend.backend.clear_backends\(\)"):
+        with session_of(kube, kubectl, console):
+            pass
+    assert kube.calls == [] and kube.jobset_reads == []
+
+
+def test_connect_clears_jax_backends_and_caches_on_exit(kubectl, console):
+    import jax
+    from jax._src import xla_bridge
+
+    with session_of(FakeKube(), kubectl, console):
+        jax.config.update("jax_platforms", "cpu")
+        jax.devices()  # a backend made during the session
+        assert xla_bridge.backends_are_initialized()
+    assert not xla_bridge.backends_are_initialized()
+    assert jax.config.jax_platforms == "cpu"
+
+
+def test_connect_without_pathwaysutils_says_what_to_install(kubectl, console, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pathwaysutils", None)  # `import pathwaysutils` fails, as when not installed
+    with pytest.raises(ConnectError, match=r"pathwaysutils, which cannot be imported .*pip install 'tpuplane\[jax\]'"):
+        session_of(FakeKube(), kubectl, console)
+
+
+# ---- the same JAX everywhere ------------------------------------------------------------------------------------
+
+
+OTHER_JAX = "0.9.0"
+
+
+OTHER_SERVER = SERVER_IMAGE.replace(CLIENT_JAX, OTHER_JAX)
+OTHER_SIDECAR = f"us-east5-docker.pkg.dev/p/r/sidecar:jax-{OTHER_JAX}-ctx-0123456789abcdef0123"
+
+
+@pytest.mark.parametrize("server, sidecar, skewed, fix", [
+    (OTHER_SERVER, None, f"server image {OTHER_SERVER}", f"pip install jax=={OTHER_JAX} jaxlib=={OTHER_JAX}"),
+    (OTHER_SERVER, OTHER_SIDECAR, f"sidecar image {OTHER_SIDECAR}", f"pip install jax=={OTHER_JAX} jaxlib=={OTHER_JAX}"),
+    (SERVER_IMAGE, OTHER_SIDECAR, f"sidecar image {OTHER_SIDECAR}", "the service's own images disagree: rebuild them"),
+])
+def test_connect_refuses_a_service_on_another_jax_before_creating_anything(server, sidecar, skewed, fix, kubectl,
+                                                                            console):
+    kube = FakeKube(jobsets={("pw", "pw"): service_jobset(server_image=server, sidecar_image=sidecar)})
+    with pytest.raises(ConnectError) as raised:
+        with session_of(kube, kubectl, console):
+            pass
+    message = str(raised.value)
+    assert f"{skewed} runs jax {OTHER_JAX}" in message and f"this client has jax {CLIENT_JAX}" in message
+    assert f"Fix: {fix}" in message
+    assert kube.calls == [] and kube.jobs == {}
+
+
+def test_connect_accepts_a_sidecar_built_for_the_clients_jax(kubectl, console):
+    sidecar = f"us-east5-docker.pkg.dev/p/r/sidecar:jax-{CLIENT_JAX}-ctx-0123456789abcdef0123"
+    kube = FakeKube(jobsets={("pw", "pw"): service_jobset(sidecar_image=sidecar)})
+    with session_of(kube, kubectl, console, proxy_options=["sidecar:true"]):
+        assert len(kube.jobs) == 1
+
+
+def test_connect_refuses_an_explicit_proxy_image_of_another_jax(kubectl, console):
+    with pytest.raises(ConnectError, match=rf"the proxy image .*:jax-{OTHER_JAX} runs jax {OTHER_JAX}"):
+        with session_of(FakeKube(), kubectl, console, proxy_image=f"registry.example.com/proxy_server:jax-{OTHER_JAX}"):
+            pass
+
+
+def test_connect_says_when_an_image_tag_does_not_tell_its_jax(kubectl, shown):
+    console, out = shown
+    with session_of(FakeKube(jobsets={}), kubectl, console, proxy_image=EXPLICIT_PROXY):
+        pass
+    assert f"cannot tell the JAX of the proxy image {EXPLICIT_PROXY} from its tag; it must be jax {CLIENT_JAX}" in (
+        " ".join(out.getvalue().split()))
+
+
+def test_jax_skew_between_the_services_own_images_asks_to_rebuild_them():
+    error, _ = session_module.jax_skew("0.10.0", "0.10.0", [session_module.JaxOf("its server image s", "0.10.0"),
+                                                            session_module.JaxOf("its sidecar image c", "0.9.0")])
+    assert "the service's own images disagree" in error
+
+
+def test_jax_skew_counts_the_clients_jaxlib_too():
+    error, _ = session_module.jax_skew("0.10.0", "0.9.0", [session_module.JaxOf("its server image s", "0.10.0")])
+    assert "jaxlib 0.9.0" in error and error.endswith("pip install jax==0.10.0 jaxlib==0.10.0")
+
+
+# ---- placement ----------------------------------------------------------------------------------------------------
+
+ASKED = "I0101 rm_client.cc:88] Signaling to RM: asking for placement of 2 virtual slices of tpuv6e:2x2"
+REFUSED = "W0101 rm_client.cc:91] FAILED_PRECONDITION: no free tpuv6e:2x2 slice; 2 of 2 held by other clients"
+PLACED = "I0101 placement.cc:42] Transition slice {} (tpuv6e:2x2) from unplaced -> placed"
+
+
+def test_connect_streams_placement_messages_until_every_slice_is_placed(kubectl, shown):
+    console, out = shown
+    kube = FakeKube(pod_logs=[[ASKED, "I0101 some other line", REFUSED, PLACED.format(0), PLACED.format(1)]])
+    with session_of(kube, kubectl, console):
+        pass
+    lines = out.getvalue().splitlines()
+    for message in (ASKED, REFUSED, PLACED.format(0), PLACED.format(1)):
+        assert sum(message in line for line in lines) == 1
+    assert not any("some other line" in line for line in lines)
+
+
+def test_connect_gives_up_on_placement_after_the_timeout_with_the_reason(kubectl, console):
+    kube = FakeKube(pod_logs=[[ASKED, REFUSED, PLACED.format(0)]], log_stalls=True)
+    with pytest.raises(ProxyNotPlaced) as raised:
+        with session_of(kube, kubectl, console, placement_timeout=0.5):
+            pass
+    message = str(raised.value)
+    assert "placed 1 of the 2 slice(s) asked for (2 x v6e-4) within 0.5 s" in message
+    assert REFUSED in message and "raise placement_timeout=" in message
+    assert kube.jobs == {}
+
+
+def test_connect_reads_a_log_that_fell_silent_again_without_repeating_it(kubectl, shown):
+    """Each read of a followed log starts at its beginning: placements are counted anew, messages shown once."""
+    console, out = shown
+    kube = FakeKube(pod_logs=[[ASKED, PLACED.format(0)], [ASKED, PLACED.format(0), PLACED.format(1)]],
+                    log_stalls=True)
+    with session_of(kube, kubectl, console):
+        pass
+    assert kube.log_reads == 2
+    assert out.getvalue().count(PLACED.format(0)) == 1 and out.getvalue().count(ASKED) == 1
+
+
+def test_connect_that_may_not_read_the_proxy_log_says_what_permission_is_missing(kubectl, console):
+    kube = FakeKube()
+    kube.log_errors.append(api_error(403, "Forbidden", 'pods "p" is forbidden: cannot get resource "pods/log"'))
+    with pytest.raises(ConnectError, match=r"needs get on pods/log there; or pass placement_timeout=None"):
+        with session_of(kube, kubectl, console):
+            pass
+    assert kube.jobs == {}
+
+
+def test_connect_without_placement_timeout_does_not_wait_for_placement(kubectl, console):
+    kube = FakeKube(pod_logs=[[ASKED]], log_stalls=True)
+    with session_of(kube, kubectl, console, placement_timeout=None):
+        assert kube.log_reads == 0
 
 
 # ---- readiness ----------------------------------------------------------------------------------------------------
@@ -682,6 +902,8 @@ CHILD = textwrap.dedent("""\
         def list_pods(self, ns, selector, within=None):
             return [{"metadata": {"name": "p"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}]
         def list_events(self, ns, name, within=None): return []
+        def follow_pod_log(self, ns, pod, container, within=None):
+            yield "Transition slice 0 (tpuv6e:2x2) from unplaced -> placed"
 
     session = connect("svc:29001", {"v6e-4": 1}, "scratch-bucket", kube=FileKube(sys.argv[1]), kubectl=sys.argv[2],
                       proxy_image="registry.example.com/pathways/proxy_server:1", console=Console(stderr=True))

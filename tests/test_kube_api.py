@@ -72,6 +72,9 @@ class RecordingHandler(http.server.BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         self.server.requests.append(Recorded(self.command, url.path, urllib.parse.parse_qs(url.query),
                                              self.headers.get("Content-Type"), json.loads(raw) if raw else None))
+        if url.path.endswith("/log"):
+            self._stream_log()
+            return
         status, body = self.server.reply(self.command, url.path)
         data = json.dumps(body).encode()
         self.send_response(status)
@@ -79,6 +82,20 @@ class RecordingHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream_log(self) -> None:
+        """A followed log, as the API server sends it: chunks written as lines come, then silence or the end."""
+        self.protocol_version = "HTTP/1.1"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for line in self.server.log_lines:
+            data = line.encode() + b"\n"
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        if not self.server.log_stalls.is_set():  # else the container goes on running, silent: no end of stream
+            self.wfile.write(b"0\r\n\r\n")
 
     do_GET = do_POST = do_PATCH = do_DELETE = _handle
 
@@ -111,6 +128,8 @@ def recorder(tmp_path, monkeypatch) -> Iterator[StandIn]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingHandler)
     server.requests = []
     server.reply = answer
+    server.log_lines = []
+    server.log_stalls = threading.Event()  # set: a followed log stays silent after its lines
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     kubeconfig(tmp_path, monkeypatch, server.server_address[1])
@@ -192,6 +211,29 @@ def test_kube_api_get_jobset_reads_the_custom_object(recorder):
     assert (request.method, request.path) == ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/pw/jobsets/pw")
 
 
+def test_kube_api_follows_a_container_log_line_by_line_to_its_end(recorder):
+    kube, requests = recorder.kube, recorder.requests
+    recorder.server.log_lines = ["I0101 placement requested", "Transition slice 0 from unplaced -> placed"]
+    lines = list(kube.follow_pod_log("team-a", "tpuplane-proxy-alice-ab1cd-x7k2p", "pathways-proxy"))
+    assert lines == recorder.server.log_lines
+    (request,) = requests
+    assert request.path == "/api/v1/namespaces/team-a/pods/tpuplane-proxy-alice-ab1cd-x7k2p/log"
+    assert request.query == {"container": ["pathways-proxy"], "follow": ["true"]}
+
+
+def test_kube_api_followed_log_that_falls_silent_gives_up_after_the_time_left(recorder):
+    recorder.server.log_lines = ["one line, then nothing"]
+    recorder.server.log_stalls.set()
+    seen: list[str] = []
+
+    def follow() -> None:
+        seen.extend(recorder.kube.follow_pod_log("team-a", "p", "pathways-proxy", within=0.3))
+
+    error, _ = outcome_within(10, follow)
+    assert seen == ["one line, then nothing"]
+    assert isinstance(error, ApiUnreachable) and "the log of pod team-a/p stopped" in str(error)
+
+
 def test_kube_api_context_namespace_comes_from_the_kubeconfig(recorder):
     kube = recorder.kube
     assert kube.context_namespace() == "team-a"
@@ -207,6 +249,7 @@ CALLS: dict[str, Callable[[KubeApi], object]] = {
     "list_pods": lambda kube: kube.list_pods("team-a", "a=b"),
     "list_events": lambda kube: kube.list_events("team-a", "j"),
     "get_jobset": lambda kube: kube.get_jobset("pw", "pw"),
+    "follow_pod_log": lambda kube: list(kube.follow_pod_log("team-a", "p", "pathways-proxy")),
 }
 
 
@@ -245,7 +288,7 @@ def test_kube_api_wait_caps_the_request_by_the_time_left(silent_port, tmp_path, 
     assert isinstance(error, ApiUnreachable) and "0.3s to read" in str(error)
 
 
-def test_connect_against_a_stalled_server_fails_within_bounds(silent_port, tmp_path, monkeypatch):
+def test_connect_against_a_stalled_server_fails_within_bounds(silent_port, tmp_path, monkeypatch, jax_without_backend):
     from rich.console import Console
 
     from tpuplane.runtime.session import ConnectError, connect

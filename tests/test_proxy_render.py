@@ -147,6 +147,7 @@ def test_service_jobset_reads_back_every_address_the_stack_renders():
     assert pathways.pathways_head_host("pw").split(".")[0].endswith(proxy.SERVICE_HEAD_POD_SUFFIX)
     assert pathways.WORKER_JOB in proxy.SERVICE_WORKER_JOBS
     assert pathways.WORKER_CONTAINER in proxy.SERVICE_WORKER_CONTAINERS
+    assert pathways.SIDECAR_CONTAINER == proxy.SERVICE_SIDECAR_CONTAINER
 
 
 def rendered_service(tpu: str = "v6e-16", server_image: str = "us-docker.pkg.dev/p/pathways/server:jax-0.10.0",
@@ -158,7 +159,8 @@ def rendered_service(tpu: str = "v6e-16", server_image: str = "us-docker.pkg.dev
 
 def test_read_service_jobset_finds_the_worker_image_and_instance_type():
     facts = proxy.read_service_jobset(rendered_service(sidecar_image="us-docker.pkg.dev/p/sidecar:1"))
-    assert facts == proxy.ServiceFacts("us-docker.pkg.dev/p/pathways/server:jax-0.10.0", ("tpuv6e:4x4",))
+    assert facts == proxy.ServiceFacts("us-docker.pkg.dev/p/pathways/server:jax-0.10.0", ("tpuv6e:4x4",),
+                                       "us-docker.pkg.dev/p/sidecar:1")
     assert proxy.proxy_image_from_service(facts, "pw/pw") == "us-docker.pkg.dev/p/pathways/proxy_server:jax-0.10.0"
 
 

@@ -58,6 +58,7 @@ _CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
 SERVICE_HEAD_POD_SUFFIX = "-pathways-head-0-0"
 SERVICE_WORKER_JOBS = ("pathways-worker", "worker")
 SERVICE_WORKER_CONTAINERS = ("pathways-worker", "worker")
+SERVICE_SIDECAR_CONTAINER = "colocated-python-sidecar"
 SERVICE_ADDRESS_EXAMPLE = "pw-pathways-head-0-0.pw.pw.svc:29001"
 
 
@@ -106,11 +107,13 @@ class ServiceFacts:
 
     server_image: str | None  # the worker container's image; None if the JobSet has no worker container
     instance_types: tuple[str, ...]  # the Pathways instance types (`tpuv6e:2x2`) the service's flags name
+    sidecar_image: str | None = None  # the workers' colocated-Python sidecar, if they have one
 
 
 def read_service_jobset(jobset: Mapping) -> ServiceFacts:
-    """The worker image and the `--instance_type=` flags of a Shared Pathways Service JobSet (API JSON form)."""
-    server_image = None
+    """The worker and sidecar images and the `--instance_type=` flags of a Shared Pathways Service JobSet (API JSON
+    form)."""
+    server_image = sidecar_image = None
     instance_types: list[str] = []
     for job in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         pod = (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -122,7 +125,10 @@ def read_service_jobset(jobset: Mapping) -> ServiceFacts:
                 value = str(arg).removeprefix("--instance_type=")
                 if value != arg and value not in instance_types:
                     instance_types.append(value)
-    return ServiceFacts(server_image, tuple(instance_types))
+        for container in pod.get("initContainers") or []:
+            if job.get("name") in SERVICE_WORKER_JOBS and container.get("name") == SERVICE_SIDECAR_CONTAINER:
+                sidecar_image = sidecar_image or container.get("image")
+    return ServiceFacts(server_image, tuple(instance_types), sidecar_image)
 
 
 def proxy_image_from_service(facts: ServiceFacts, jobset: str, *, path: str = "proxy_image") -> str:
