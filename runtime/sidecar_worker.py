@@ -186,11 +186,16 @@ class _ForkedReturns:
     def __init__(self) -> None:
         self.serving_pid = os.getpid()
         self._read = self._write = -1
+        self._forked = False  # no fork yet: nothing can report, and a call reads no pipe
 
     def open(self) -> None:
         self.serving_pid = os.getpid()
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
+        os.register_at_fork(after_in_parent=self._note_fork)
+
+    def _note_fork(self) -> None:
+        self._forked = True
 
     def in_forked_child(self) -> bool:
         return os.getpid() != self.serving_pid
@@ -203,6 +208,8 @@ class _ForkedReturns:
 
     def take(self) -> list[str]:
         """The functions forked children returned from since the last look (none: empty)."""
+        if not self._forked:
+            return []
         reported = b""
         while True:
             try:
