@@ -495,6 +495,7 @@ class LocalSidecar:
         KeyboardInterrupt) kills the worker; a dead worker or a broken stream closes this sidecar.
         """
         what = what or type_
+        _check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             raise SidecarTimeout(f"{what} waited {timeout:g} s for another thread's request to this sidecar "
@@ -572,6 +573,15 @@ class LocalSidecar:
         if self._sock is None:
             raise SidecarError("LocalSidecar is not started: use start() or `with LocalSidecar() as sidecar:`")
         return self._sock
+
+
+def _check_timeout(timeout: Any) -> None:
+    """None (wait for ever), or a number of seconds above 0 that a lock and a poll can wait."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= threading.TIMEOUT_MAX:
+        raise ValueError(f"timeout: got {timeout!r}; allowed: None (wait for ever) or seconds above 0, at most "
+                         f"{threading.TIMEOUT_MAX:g}")
 
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tpuplane-sidecar-spawner")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.experimental.colocated_python import colocated_python_class
 from jax.sharding import NamedSharding, PartitionSpec
@@ -78,11 +79,14 @@ def dtype_spec(dtype: DtypeSpec) -> DtypeSpec:
 
 def _one_dtype(value: Any, path: str) -> np.dtype:
     try:
-        return np.dtype(value)
+        dtype = np.dtype(value)
     except TypeError:
+        dtype = None
+    if dtype is None or not (jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_)):
         raise ColocatedUsageError(
-            f"{path} must be a numpy dtype (np.float32, 'int32', ...), a dict of them by batch key, or None to keep "
-            f"each leaf's own dtype; got {value!r}") from None
+            f"{path} must be a numpy dtype of numbers or booleans that JAX arrays hold (np.float32, 'int32', ...), a "
+            f"dict of them by batch key, or None to keep each leaf's own dtype; got {value!r}")
+    return dtype
 
 
 class RemoteIterator:
@@ -318,8 +322,13 @@ def converted(rows: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
         return rows
     if np.can_cast(rows.dtype, dtype, casting="safe"):
         return rows.astype(dtype)
-    fix = (f"give {name} a dtype that holds its values, e.g. dtype={{{name[2:-2]!r}: np.{rows.dtype}}}"
-           if name.startswith("['") else f"pass dtype=np.{rows.dtype}, or None for the data's own")
+    if dtype == np.dtype(jax.dtypes.canonicalize_dtype(rows.dtype)):  # 64-bit data that JAX keeps in 32 bits
+        fix = (f"JAX holds {rows.dtype} as {dtype} unless jax_enable_x64 is on: turn it on "
+               f"(jax.config.update('jax_enable_x64', True)) or yield values {dtype} holds")
+    elif name.startswith("['"):
+        fix = f"give {name} a dtype that holds its values, e.g. dtype={{{name[2:-2]!r}: np.{rows.dtype}}}"
+    else:
+        fix = f"pass dtype=np.{rows.dtype}, or None for the data's own"
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, and said in words
         result = rows.astype(dtype)
     if not np.can_cast(rows.dtype, dtype, casting="same_kind"):

@@ -391,6 +391,13 @@ def test_local_sidecar_call_timeout_cancels_the_call_and_the_next_call_works(sid
     assert sidecar.pid != first
 
 
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), 1e300, "5", True])
+def test_local_sidecar_timeout_that_is_no_time_limit_is_refused_before_sending(sidecar, timeout):
+    with pytest.raises(ValueError, match=r"timeout: got .*allowed: None \(wait for ever\) or seconds above 0"):
+        sidecar.call(scale, [1], timeout=timeout)
+    assert sidecar.call(scale, [1]) == [1]
+
+
 def test_local_sidecar_close_after_a_timeout_has_no_abandoned_call_to_wait_for(tmp_path):
     sidecar = LocalSidecar(shutdown_timeout=60).start()
     first = sidecar.pid
