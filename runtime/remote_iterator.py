@@ -277,8 +277,9 @@ class _BatchFormat:
     """What every batch of one host's dataset looks like: its tree of leaves and each leaf's dtype, fixed by the
     first batch (JAX fixes a colocated method's outputs at its first call), and how a batch becomes global arrays."""
 
-    def __init__(self, structure: Any, names: list[str], dtypes: list[np.dtype], layout: _HostLayout):
-        self.structure, self.names, self.dtypes, self.layout = structure, names, dtypes, layout
+    def __init__(self, structure: Any, names: list[str], dtypes: list[np.dtype], asked: list[bool],
+                 layout: _HostLayout):
+        self.structure, self.names, self.dtypes, self.asked, self.layout = structure, names, dtypes, asked, layout
         self.global_bytes = math.prod(layout.global_shape) * sum(dtype.itemsize for dtype in dtypes)
 
     @classmethod
@@ -298,7 +299,7 @@ class _BatchFormat:
         # As JAX will hold them: without jax_enable_x64, 64-bit data becomes 32-bit, with the same checks.
         dtypes = [np.dtype(jax.dtypes.canonicalize_dtype(want if want is not None else np.asarray(leaf).dtype))
                   for want, (_, leaf) in zip(wanted, paths_and_leaves)]
-        return cls(structure, names, dtypes, layout)
+        return cls(structure, names, dtypes, [want is not None for want in wanted], layout)
 
     def place(self, batch: Batch) -> Any:
         """This host's share of one batch as its shards of global arrays, each leaf in its dtype."""
@@ -307,28 +308,31 @@ class _BatchFormat:
             raise ColocatedUsageError(f"make_dataset yielded a batch shaped {structure}, but its first batch was "
                                       f"{self.structure}: every batch must have the same leaves.")
         return jax.tree.unflatten(structure, [
-            self.layout.to_global_array(converted(self.layout.checked(leaf), dtype, name))
-            for leaf, dtype, name in zip(leaves, self.dtypes, self.names)])
+            self.layout.to_global_array(converted(self.layout.checked(leaf), dtype, name, asked=asked))
+            for leaf, dtype, name, asked in zip(leaves, self.dtypes, self.names, self.asked)])
 
     def zeros(self) -> Any:
         return jax.tree.unflatten(self.structure, [
             self.layout.to_global_array(np.zeros(self.layout.local_shape, dtype)) for dtype in self.dtypes])
 
 
-def converted(rows: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
+def converted(rows: np.ndarray, dtype: np.dtype, name: str, *, asked: bool = True) -> np.ndarray:
     """`rows` as `dtype`, refusing a conversion that changes a value: a float to an int (0.5 -> 0), or a number
-    out of the target's range (100000 -> inf as float16, 300 -> 44 as uint8)."""
+    out of the target's range (100000 -> inf as float16, 300 -> 44 as uint8). `asked`: `dtype` is the one the user
+    named, not the data's own as JAX holds it."""
     if rows.dtype == dtype:
         return rows
     if np.can_cast(rows.dtype, dtype, casting="safe"):
         return rows.astype(dtype)
-    if dtype == np.dtype(jax.dtypes.canonicalize_dtype(rows.dtype)):  # 64-bit data that JAX keeps in 32 bits
+    if not asked:  # the data's own dtype, which JAX keeps in 32 bits
         fix = (f"JAX holds {rows.dtype} as {dtype} unless jax_enable_x64 is on: turn it on "
                f"(jax.config.update('jax_enable_x64', True)) or yield values {dtype} holds")
     elif name.startswith("['"):
         fix = f"give {name} a dtype that holds its values, e.g. dtype={{{name[2:-2]!r}: np.{rows.dtype}}}"
     else:
         fix = f"pass dtype=np.{rows.dtype}, or None for the data's own"
+    if asked and np.dtype(jax.dtypes.canonicalize_dtype(rows.dtype)) != rows.dtype:
+        fix += " (with jax_enable_x64 on: JAX holds 64-bit values in 32 bits otherwise)"
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, and said in words
         result = rows.astype(dtype)
     if not np.can_cast(rows.dtype, dtype, casting="same_kind"):
