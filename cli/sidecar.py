@@ -19,6 +19,7 @@ import typer
 from packaging.version import Version
 
 from tpuplane.infra.errors import ConfigError
+from tpuplane.runtime.sidecar_wheel import WHEEL_FOLDER, build_runtime_wheel
 from tpuplane.infra.pathways.sidecar_image import (
     BASE_TAGS_ENV,
     DEFAULT_JAX_VERSION,
@@ -33,7 +34,8 @@ from tpuplane.cli import EXIT_BAD_INPUT
 DEFAULT_REQUIREMENTS = Path("sidecar/requirements.txt")
 DEFAULT_CONSTRAINTS = Path("sidecar/constraints.example.txt")
 
-app = typer.Typer(help="The colocated-Python sidecar: check its image's requirements before any build.")
+app = typer.Typer(help="The colocated-Python sidecar: check its image's requirements before any build, write the "
+                       "runtime it needs.")
 
 
 @app.callback()
@@ -152,3 +154,23 @@ def check(
     skipped = f", {result.not_for_image} not for this image" if result.not_for_image else ""
     where = f"python {python_version}, linux/x86_64"
     typer.echo(f"ok: {result.checked} requirements fit the {result.pins} pins in {constraints} ({where}){skipped}")
+
+
+@app.command()
+def wheel(
+    directory: Path = typer.Argument(
+        DEFAULT_REQUIREMENTS.parent / WHEEL_FOLDER, help="Where to write it (default: where sidecar/Dockerfile "
+                                                         "looks)."),
+) -> None:
+    """Write the wheel of tpuplane's sidecar runtime, for a sidecar image you build yourself; print its path.
+
+    The pickles of RemoteIterator and on_each_host refer to these modules: a sidecar image without them cannot run
+    those helpers. A stack's SidecarImage writes it into its build context by itself.
+    """
+    try:
+        built = build_runtime_wheel(directory)
+    except OSError as error:
+        typer.echo(f"error: DIRECTORY: got {str(directory)!r}; allowed: a folder this user may write "
+                   f"({error.strerror or error})", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    typer.echo(str(built))

@@ -129,6 +129,8 @@ CASES: dict[str, tuple[Files, list[str]]] = {
     "sidecar check base tags secret": ({"tags": "GITHUB_TOKEN=SECRETVALUE42\n"},
                                        ["sidecar", "check", "--jax-version", "0.10.0", "--base-tags", "{f}/tags"]),
     "sidecar check bad jax version": ({}, ["sidecar", "check", "--jax-version", "0." + "1" * 5000]),
+    "sidecar wheel into a file": ({"file": "not a folder\n"}, ["sidecar", "wheel", "{f}/file"]),
+    "sidecar wheel into /proc": ({}, ["sidecar", "wheel", "/proc/tpuplane"]),
     # --- workload render
     "workload bad namespace": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1", "--command", "x",
                                     "--namespace", "Bad NS!"]),

@@ -192,3 +192,12 @@ def test_cli_check_without_any_constraints_file_asks_for_one(run, tmp_path, monk
     result = run("--requirements", "requirements.txt")
     assert result.exit_code == 2
     assert "pass --constraints FILE" in result.stderr
+
+
+def test_sidecar_wheel_writes_the_runtime_wheel_and_prints_its_path(tpuplane, tmp_path):
+    from tpuplane.runtime.sidecar_wheel import runtime_wheel_name
+
+    result = CliRunner().invoke(tpuplane, ["sidecar", "wheel", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(tmp_path / "out" / runtime_wheel_name())
+    assert (tmp_path / "out" / runtime_wheel_name()).is_file()
