@@ -497,7 +497,7 @@ class LocalSidecar:
         what = what or type_
         _check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+        if not (self._lock.acquire() if timeout is None else self._lock.acquire(timeout=timeout)):
             raise SidecarTimeout(f"{what} waited {timeout:g} s for another thread's request to this sidecar "
                                  f"to finish; it was not sent")
         try:

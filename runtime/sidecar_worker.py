@@ -184,21 +184,20 @@ class _ForkedReturns:
     """
 
     def __init__(self) -> None:
-        self.serving_pid = os.getpid()
         self._read = self._write = -1
-        self._forked = False  # no fork yet: nothing can report, and a call reads no pipe
+        self._forked = False  # in the worker: no fork yet, so nothing can report and a call reads no pipe
+        self.in_forked_child = False  # in a child forked by a call
 
     def open(self) -> None:
-        self.serving_pid = os.getpid()
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
-        os.register_at_fork(after_in_parent=self._note_fork)
+        os.register_at_fork(after_in_parent=self._note_fork, after_in_child=self._note_child)
 
     def _note_fork(self) -> None:
         self._forked = True
 
-    def in_forked_child(self) -> bool:
-        return os.getpid() != self.serving_pid
+    def _note_child(self) -> None:
+        self.in_forked_child = True
 
     def report_and_exit(self, name: str) -> None:
         """In a forked child back from the user's function: say so to the worker, then end without unwinding."""
@@ -259,14 +258,14 @@ def _run_call(frames: list[Any]) -> tuple[str, dict[str, Any] | None, list[Any]]
     try:
         result = fn(*args, **kwargs)
     except SystemExit as exc:
-        if _forked_returns.in_forked_child():  # sys.exit() in a forked child: it wanted to end, so it ends
+        if _forked_returns.in_forked_child:  # sys.exit() in a forked child: it wanted to end, so it ends
             os._exit(exc.code if isinstance(exc.code, int) else 1)
         return protocol.ERROR, _error_meta(exc, "run"), []
     except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt in user code too
-        if _forked_returns.in_forked_child():
+        if _forked_returns.in_forked_child:
             _forked_returns.report_and_exit(_name_of(fn))
         return protocol.ERROR, _error_meta(exc, "run"), []
-    if _forked_returns.in_forked_child():
+    if _forked_returns.in_forked_child:
         _forked_returns.report_and_exit(_name_of(fn))
     if (forked := _forked_returns.take()):
         return protocol.ERROR, _forked_meta(forked, ran_this_request=True), []
