@@ -201,6 +201,9 @@ def colocated(fn: Callable[..., Any]) -> Callable[..., Any]:
             reject_non_arrays(arg, where=f"passed to {_name(fn)} as {keyword}=")
         return remote(*args, **kwargs)
 
+    # As on JAX's own colocated callable (whose specialized callables run without the checks above); it also marks
+    # `call` as colocated, so that a LocalSidecar runs `fn` itself.
+    call.specialize = remote.specialize
     return call
 
 

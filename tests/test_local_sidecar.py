@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from tpuplane.cli.sidecar_run import sidecar_run_command
 from tpuplane.runtime import sidecar_protocol as protocol
+from tpuplane.runtime.colocated import colocated
 from tpuplane.runtime.local_sidecar import (
     SESSION_ENV,
     LocalSidecar,
@@ -578,6 +579,10 @@ def double_on_the_host(x):
 
 def test_local_sidecar_runs_the_function_a_colocated_python_decorator_wraps(sidecar):
     assert np.array_equal(sidecar.call(double_on_the_host, np.arange(4)), np.arange(4) * 2)
+
+
+def test_local_sidecar_runs_the_function_tpuplanes_colocated_wraps(sidecar):
+    assert sidecar.call(colocated(scale), [1, 2], factor=2) == [2, 4]
 
 
 def test_local_sidecar_result_the_client_cannot_import_names_the_function_and_the_class(tmp_path):
