@@ -19,7 +19,7 @@ from tpuplane.cli import EXIT_BAD_INPUT
 
 
 def _read_plan(path: Path, role: str):
-    from tpuplane.infra.review.plan_diff import parse_plan
+    from tpuplane.infra.review.plan import parse_plan
     from tpuplane.infra.yaml_input import read_json_file
 
     raw = read_json_file(path, f"{role} plan {path}", "plan file", "write it with `tpuplane plan --format json > FILE`")
@@ -43,13 +43,12 @@ def diff_command(
     from tpuplane.infra.review.diff_report import render
     from tpuplane.infra.review.impact import diff_context
     from tpuplane.infra.review.plan_diff import diff_plans
-    from tpuplane.infra.review.redaction import redact_plan
 
     try:
         base_plan, head_plan = _read_plan(base, "base"), _read_plan(head, "head")
         diff = diff_plans(base_plan, head_plan)
         # The report's summaries and key properties are read from redacted plans, like the property changes
-        context = diff_context(redact_plan(base_plan), redact_plan(head_plan), load_prices(prices))
+        context = diff_context(base_plan.redacted(), head_plan.redacted(), load_prices(prices))
     except ConfigError as err:
         typer.echo(f"tpuplane diff: bad input\n{err}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None

@@ -127,7 +127,7 @@ def plan_command(
     from tpuplane.infra.review.cost import load_prices
     from tpuplane.infra.review.html_report import render_html
     from tpuplane.infra.review.policies import check_plan
-    from tpuplane.infra.review.redaction import redact_plan, redact_text
+    from tpuplane.infra.redaction import redact_text
 
     err = Console(stderr=True, emoji=False)  # `tpuplane:x:` in a message is a key, not an emoji code
     try:
@@ -139,7 +139,7 @@ def plan_command(
     except ConfigError as exc:
         err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    plan = redact_plan(raw_plan)  # once, before any format renders; policies read the raw plan
+    plan = raw_plan.redacted()  # once, before any format renders; policies read the raw plan
 
     if fmt is PlanFormat.json:
         text = json.dumps(plan.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
@@ -160,7 +160,7 @@ def plan_command(
     else:
         sys.stdout.write(text)
     if policy:
-        violations = check_plan(raw_plan.to_json(), production=production)
+        violations = check_plan(raw_plan, production=production)
         for violation in violations:
             err.print(f"[bold yellow]policy:[/] {escape(redact_text(str(violation)))}", highlight=False,
                       soft_wrap=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import runpy
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -22,55 +21,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from tpuplane.components.pulumi_tuning import tuned_runtime
-
-
-@dataclass(frozen=True)
-class PlannedResource:
-    urn: str
-    type: str
-    name: str
-    parent: str
-    inputs: dict[str, Any]
-    depends_on: tuple[str, ...]
-    custom: bool
-    aliases: tuple[str, ...] = ()
-    """Earlier URNs of this resource (its own `aliases` and those it inherits from its ancestors), as the engine
-    resolves them: a plan diff matches them, so a rename or re-parent is not a replacement."""
-
-    def to_json(self) -> dict[str, Any]:
-        shown = {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
-                 "inputs": self.inputs, "dependsOn": list(self.depends_on)}
-        return {**shown, "aliases": list(self.aliases)} if self.aliases else shown
-
-
-@dataclass
-class Plan:
-    """What the program would create, in a stable order (by URN), with integral numbers as integers."""
-
-    project: str
-    stack: str
-    resources: list[PlannedResource]
-    outputs: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"project": self.project, "stack": self.stack, "resources": [r.to_json() for r in self.resources]}
-
-    def of_type(self, type_token: str) -> list[PlannedResource]:
-        return [r for r in self.resources if r.type == type_token]
-
-    def named(self, name: str) -> PlannedResource:
-        return next(r for r in self.resources if r.name == name)
-
-    def kubernetes_manifests(self) -> list[dict[str, Any]]:
-        """Every Kubernetes object the plan would apply, manifest-shaped (Helm releases excepted: their
-        charts render in the cluster). The offline stand-in for `render_yaml_to_directory`."""
-        manifests: list[dict[str, Any]] = []
-        for r in self.resources:
-            if r.type == "kubernetes:yaml/v2:ConfigGroup":
-                manifests += r.inputs.get("objs", [])
-            elif r.type.startswith("kubernetes:") and "apiVersion" in r.inputs:
-                manifests.append(r.inputs)
-        return manifests
+from tpuplane.infra.review.plan import CLUSTER, Plan, PlannedResource
 
 
 def normalize(value: Any) -> Any:
@@ -86,7 +37,7 @@ def normalize(value: Any) -> Any:
 
 # Outputs that real providers compute and that downstream resources read; everything else echoes inputs.
 _COMPUTED_OUTPUTS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
-    "gcp:container/cluster:Cluster": lambda name, inputs: {
+    CLUSTER: lambda name, inputs: {
         "endpoint": "203.0.113.10",
         "masterAuth": {"clusterCaCertificate": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="},
         "selfLink": f"https://container.googleapis.com/v1/projects/{inputs.get('project', 'p')}"
@@ -210,7 +161,7 @@ def run_under_mocks(program: Callable[[], None], config: Mapping[str, Any], *, p
     with tuned_runtime():
         _sync_await(run_pulumi_func(body))
     resources = sorted(monitor.recorded, key=lambda r: r.urn)
-    return Plan(project, stack, resources, normalize(outputs))
+    return Plan(project=project, stack=stack, resources=tuple(resources), outputs=normalize(outputs))
 
 
 def run_program_file(path: Path, config: Mapping[str, Any], *, project: str, stack: str,

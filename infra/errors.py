@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from tpuplane.infra.review.redaction import redact, redact_text
+from tpuplane.infra.redaction import redact, redact_text
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from tpuplane.infra.review.plan_diff import PlanResource
+from tpuplane.infra.review.plan import PlannedResource
 from tpuplane.infra.review.policies import RESOURCE_RULES, STACK_RULES, ResourceRule, StackRule
 
 
@@ -32,9 +32,9 @@ def resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
     return ResourceValidationPolicy(name=rule.name, description=rule.description, validate=validate)
 
 
-def plan_resource(resource: PolicyResource) -> PlanResource:
+def plan_resource(resource: PolicyResource) -> PlannedResource:
     """The engine's view of a resource, in the shape the stack rules take."""
-    return PlanResource(
+    return PlannedResource(
         urn=resource.urn,
         type=resource.resource_type,
         name=resource.name,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuplane.infra.review.plan_diff import CLUSTER, NODE_POOL, RESERVATION
+from tpuplane.infra.review.plan import CLUSTER, NODE_POOL, RESERVATION, Plan, parse_plan
+from tpuplane.infra.review.plan_diff import PlanDiff, diff_plans
 
 PROJECT = "tpuplane"
 STACK = "dev"
@@ -124,3 +125,13 @@ def cluster_queue(name: str = "tpu-queue", *, tpu_quota: int | str = 16) -> dict
 
 def plan(*resources: dict[str, Any]) -> dict[str, Any]:
     return {"project": PROJECT, "stack": STACK, "resources": list(copy.deepcopy(resources))}
+
+
+def diff_docs(base: dict[str, Any], head: dict[str, Any]) -> PlanDiff:
+    """The diff of two plan documents, read as `tpuplane diff` reads plan files."""
+    return diff_plans(parse_plan(base, "base"), parse_plan(head, "head"))
+
+
+def plan_of(*resources: dict[str, Any]) -> Plan:
+    """A `Plan` of these resources, as a plan file would give it."""
+    return parse_plan({"project": PROJECT, "stack": STACK, "resources": list(resources)})

@@ -14,8 +14,11 @@ import pytest
 
 from tpuplane.components import TpuCluster, TpuClusterArgs, TpuReservation, TpuReservationArgs, TpuSlicePool, \
     TpuSlicePoolArgs
-from tpuplane.components.offline import Plan, run_under_mocks
-from tpuplane.infra.review.plan_diff import Action, diff_plan_dicts
+from plan_factory import diff_docs
+
+from tpuplane.components.offline import run_under_mocks
+from tpuplane.infra.review.plan import Plan
+from tpuplane.infra.review.plan_diff import Action
 
 PROJECT, ZONE = "acme-ml", "us-east5-b"
 KEPT = {"gcp:container/nodePool:NodePool", "gcp:container/cluster:Cluster", "gcp:compute/reservation:Reservation"}
@@ -48,7 +51,7 @@ def plan(program: Callable[[], None]) -> Plan:
 
 def changed_kept_resources(before: Plan, after: Plan) -> list[tuple[str, str]]:
     """(action, name) of every node pool, cluster and reservation the diff would touch."""
-    diff = diff_plan_dicts(before.to_json(), after.to_json())
+    diff = diff_docs(before.to_json(), after.to_json())
     return sorted((change.action.value, change.name) for change in diff.changes if change.type in KEPT)
 
 
@@ -90,6 +93,6 @@ def test_diff_never_takes_an_alias_to_a_resource_of_another_type(older):
     cluster = next(r for r in newer["resources"] if r["type"] == "gcp:container/cluster:Cluster")
     newer["resources"] = [r for r in newer["resources"] if r is not cluster]
     pool["aliases"] = [cluster["urn"]]
-    changes = diff_plan_dicts(older.to_json(), newer).changes
+    changes = diff_docs(older.to_json(), newer).changes
     assert [(c.action, c.name) for c in changes if c.type == "gcp:container/cluster:Cluster"] == [
         (Action.DELETE, "fleet")]

@@ -16,7 +16,8 @@ import pulumi
 
 from tpuplane.components import BatchStack, BatchStackArgs, ImageCache, ImageCacheArgs, KueuePoolArgs, \
     KueueTeamArgs, TpuExperiment, TpuExperimentArgs, TpuWorkload, TpuWorkloadArgs
-from tpuplane.components.offline import Plan, run_under_mocks
+from tpuplane.components.offline import run_under_mocks
+from tpuplane.infra.review.plan import Plan
 from tpuplane.components.workload import jobset_options
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.batch.experiments import trial_id

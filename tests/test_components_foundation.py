@@ -15,7 +15,8 @@ import pulumi
 import pytest
 
 from conftest import MINIMAL_CONFIG, STACKS, stack_file_config
-from tpuplane.components.offline import Plan, PlanMocks, run_under_mocks
+from tpuplane.components.offline import PlanMocks, run_under_mocks
+from tpuplane.infra.review.plan import Plan
 from tpuplane.infra.errors import ConfigError
 
 NODE_POOL = "gcp:container/nodePool:NodePool"

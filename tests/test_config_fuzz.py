@@ -180,5 +180,5 @@ def test_any_stack_config_plans_cleanly_or_fails_with_a_config_error(plan_stack,
     errors = [e for m in plan.kubernetes_manifests() for e in manifest_errors_once(m)]
     assert errors == []
     assert names_out_of_limits(plan) == []
-    violations = [v for v in check_plan(plan.to_json()) if v.policy in INVARIANT_POLICIES]
+    violations = [v for v in check_plan(plan) if v.policy in INVARIANT_POLICIES]
     assert violations == []

@@ -9,7 +9,7 @@ import pytest
 
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.cost import cost_delta, fleet_cost, load_prices, money
-from tpuplane.infra.review.plan_diff import parse_plan
+from tpuplane.infra.review.plan import parse_plan
 from tpuplane.infra.review.summary import summarize
 
 from plan_factory import PROJECT, STACK, node_pool, patch, plan

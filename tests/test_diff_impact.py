@@ -14,7 +14,8 @@ from tpuplane.cli.main import app
 from tpuplane.infra.review.cost import load_prices
 from tpuplane.infra.review.diff_report import render
 from tpuplane.infra.review.impact import diff_context
-from tpuplane.infra.review.plan_diff import diff_plans, parse_plan
+from tpuplane.infra.review.plan import parse_plan
+from tpuplane.infra.review.plan_diff import diff_plans
 
 ON_DEMAND = {"nodeConfig": {"spot": None}}
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tpuplane.components.offline import Plan, run_program_file
+from tpuplane.components.offline import run_program_file
+from tpuplane.infra.review.plan import Plan
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "existing_cluster"
 README = Path(__file__).resolve().parent.parent / "README.md"

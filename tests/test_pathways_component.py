@@ -11,7 +11,8 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from tpuplane.components import SharedPathwaysService, SharedPathwaysServiceArgs
-from tpuplane.components.offline import Plan, run_under_mocks
+from tpuplane.components.offline import run_under_mocks
+from tpuplane.infra.review.plan import Plan
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.cluster import NODE_SERVICE_ACCOUNT_ROLES
 

@@ -17,7 +17,7 @@ from conftest import REPO, stack_file_config
 from tpuplane.cli.main import app
 from tpuplane.cli.plan_render import render_table
 from tpuplane.cli.plan_render import plain_text
-from tpuplane.components.offline import Plan, PlannedResource
+from tpuplane.infra.review.plan import Plan, PlannedResource
 
 
 def tpuplane(*args: str):
@@ -176,14 +176,15 @@ def _resource(type_: str, name: str, parent: PlannedResource | None, custom: boo
     """A registration as Pulumi's mock monitor names it: the parent's own type qualifies the child's."""
     qualifier = parent.urn.split("::")[2].split("$")[-1] if parent else "pulumi:pulumi:Stack"
     urn = f"urn:pulumi:dev::tpuplane::{qualifier}${type_}::{name}"
-    return PlannedResource(urn, type_, name, parent.urn if parent else "", {}, (), custom)
+    return PlannedResource(urn=urn, type=type_, name=name, parent=parent.urn if parent else "", inputs={},
+                           custom=custom)
 
 
 def test_render_table_nests_children_whatever_the_type_names():
     cluster = _resource("tpuplane:index:TpuCluster", "fleet", None, custom=False)
     batch = _resource("tpuplane:index:Batch", "batch", cluster, custom=False)
     queue = _resource("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "team-a", batch, custom=True)
-    plan = Plan("tpuplane", "dev", sorted([cluster, batch, queue], key=lambda r: r.urn))
+    plan = Plan(project="tpuplane", stack="dev", resources=sorted([cluster, batch, queue], key=lambda r: r.urn))
 
     tree = render_table(plan)
 
@@ -291,10 +292,10 @@ def test_plan_table_is_coloured_on_a_terminal_and_plain_when_piped():
 
 def test_plan_table_wraps_long_values_instead_of_cutting_them():
     value = "q" * 300 + "END"
-    res = PlannedResource("urn:pulumi:dev::tpuplane::kubernetes:core/v1:ConfigMap::cm", "kubernetes:core/v1:ConfigMap",
-                          "cm", "", {"data": {"config.yaml": value}}, (), True)
+    res = PlannedResource(urn="urn:pulumi:dev::tpuplane::kubernetes:core/v1:ConfigMap::cm",
+                          type="kubernetes:core/v1:ConfigMap", name="cm", parent="", inputs={"data": {"config.yaml": value}})
 
-    text = plain_text(render_table(Plan("tpuplane", "dev", [res]), details=True))
+    text = plain_text(render_table(Plan(project="tpuplane", stack="dev", resources=[res]), details=True))
 
     assert max(len(line) for line in text.splitlines()) <= 160
     assert value in re.sub(r"\n[ │├└─]*", "", text)

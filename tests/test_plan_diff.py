@@ -13,6 +13,7 @@ from plan_factory import (
     NODE_POOL,
     cluster,
     cpu_pool,
+    diff_docs,
     node_pool,
     patch,
     plan,
@@ -26,14 +27,8 @@ from tpuplane.infra.review.cost import load_prices
 from tpuplane.infra.review.diff_report import ReportFormat, render
 from tpuplane.infra.review.impact import diff_context
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.plan_diff import (
-    Action,
-    PlanDiff,
-    TpuImpact,
-    diff_plan_dicts,
-    parse_plan,
-    tpu_pool,
-)
+from tpuplane.infra.review.plan import parse_plan, tpu_pool
+from tpuplane.infra.review.plan_diff import Action, PlanDiff, TpuImpact
 
 
 def change_of(diff: PlanDiff, name: str):
@@ -53,23 +48,23 @@ def impact(diff: PlanDiff, generation: str) -> TpuImpact:
 
 def test_diff_plans_identical_plans_have_no_changes():
     base = plan(cluster(), node_pool())
-    diff = diff_plan_dicts(base, plan(cluster(), node_pool()))
+    diff = diff_docs(base, plan(cluster(), node_pool()))
     assert not diff.has_changes and diff.tpu_impact == ()
 
 
 def test_diff_plans_resource_only_in_head_is_created():
-    diff = diff_plan_dicts(plan(cluster()), plan(cluster(), node_pool("train-1")))
+    diff = diff_docs(plan(cluster()), plan(cluster(), node_pool("train-1")))
     assert [(c.name, c.action) for c in diff.changes] == [("train-1", Action.CREATE)]
 
 
 def test_diff_plans_resource_only_in_base_is_deleted():
-    diff = diff_plan_dicts(plan(cluster(), node_pool("train-1")), plan(cluster()))
+    diff = diff_docs(plan(cluster(), node_pool("train-1")), plan(cluster()))
     assert [(c.name, c.action) for c in diff.changes] == [("train-1", Action.DELETE)]
 
 
 def test_diff_plans_label_change_is_an_in_place_update_at_its_nested_path():
     head = patch(node_pool(), {"nodeConfig": {"labels": {"team": "research"}}})
-    diff = diff_plan_dicts(plan(node_pool()), plan(head))
+    diff = diff_docs(plan(node_pool()), plan(head))
     change = change_of(diff, "train-0")
     assert change.action is Action.UPDATE
     [prop] = change.properties
@@ -79,13 +74,13 @@ def test_diff_plans_label_change_is_an_in_place_update_at_its_nested_path():
 
 def test_diff_plans_label_keys_with_dots_are_quoted_in_the_path():
     head = patch(node_pool(), {"nodeConfig": {"labels": {"cloud.google.com/gke-tpu-topology": "4x8"}}})
-    assert paths_of(diff_plan_dicts(plan(node_pool()), plan(head)), "train-0") == [
+    assert paths_of(diff_docs(plan(node_pool()), plan(head)), "train-0") == [
         'nodeConfig.labels["cloud.google.com/gke-tpu-topology"]']
 
 
 def test_diff_plans_list_items_are_named_by_index():
     head = patch(node_pool(), {"nodeLocations": ["us-east5-a"]})
-    diff = diff_plan_dicts(plan(node_pool()), plan(head))
+    diff = diff_docs(plan(node_pool()), plan(head))
     [prop] = change_of(diff, "train-0").properties
     assert (prop.path, prop.before, prop.after) == ("nodeLocations[0]", "us-east5-b", "us-east5-a")
 
@@ -94,14 +89,14 @@ def test_diff_plans_added_list_item_is_reported_leaf_by_leaf():
     extra = {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NO_SCHEDULE"}
     base = node_pool()
     head = patch(base, {"nodeConfig": {"taints": [*base["inputs"]["nodeConfig"]["taints"], extra]}})
-    assert paths_of(diff_plan_dicts(plan(base), plan(head)), "train-0") == [
+    assert paths_of(diff_docs(plan(base), plan(head)), "train-0") == [
         "nodeConfig.taints[1].effect", "nodeConfig.taints[1].key", "nodeConfig.taints[1].value"]
 
 
 def test_diff_plans_null_input_equals_absent_input():
     head = patch(node_pool(), {"version": None})
     head["inputs"]["version"] = None
-    assert not diff_plan_dicts(plan(node_pool()), plan(head)).has_changes
+    assert not diff_docs(plan(node_pool()), plan(head)).has_changes
 
 
 @pytest.mark.parametrize(("make", "changes", "path"), [
@@ -128,7 +123,7 @@ def test_diff_plans_null_input_equals_absent_input():
 ])
 def test_diff_plans_replacing_field_marks_the_resource_replaced(make, changes, path):
     base = make()
-    change = change_of(diff_plan_dicts(plan(base), plan(patch(base, changes))), base["name"])
+    change = change_of(diff_docs(plan(base), plan(patch(base, changes))), base["name"])
     assert change.action is Action.REPLACE
     assert [(p.path, bool(p.replaces)) for p in change.properties] == [(path, True)]
 
@@ -144,21 +139,21 @@ def test_diff_plans_replacing_field_marks_the_resource_replaced(make, changes, p
 ])
 def test_diff_plans_in_place_field_is_an_update(make, changes):
     base = make()
-    change = change_of(diff_plan_dicts(plan(base), plan(patch(base, changes))), base["name"])
+    change = change_of(diff_docs(plan(base), plan(patch(base, changes))), base["name"])
     assert change.action is Action.UPDATE and not any(p.replaces for p in change.properties)
 
 
 def test_diff_plans_replacement_names_its_reason():
     base = node_pool()
     head = patch(base, {"nodeConfig": {"spot": False}})
-    [prop] = change_of(diff_plan_dicts(plan(base), plan(head)), "train-0").properties
+    [prop] = change_of(diff_docs(plan(base), plan(head)), "train-0").properties
     assert "ForceNew" in prop.replaces
 
 
 def test_diff_plans_sorts_changes_by_urn():
     base = plan(node_pool("b"), node_pool("a"))
     head = plan(patch(node_pool("b"), {"nodeCount": 5}), patch(node_pool("a"), {"nodeCount": 5}), node_pool("c"))
-    diff = diff_plan_dicts(base, head)
+    diff = diff_docs(base, head)
     assert [c.urn for c in diff.changes] == sorted(c.urn for c in diff.changes)
 
 
@@ -166,33 +161,33 @@ def test_diff_plans_sorts_changes_by_urn():
 
 
 def test_tpu_impact_resize_4_to_8_adds_chips_without_new_slices():
-    diff = diff_plan_dicts(plan(node_pool(node_count=4)), plan(node_pool(node_count=8)))
+    diff = diff_docs(plan(node_pool(node_count=4)), plan(node_pool(node_count=8)))
     assert diff.tpu_impact == (TpuImpact("v6e", chips_added=16),)
 
 
 def test_tpu_impact_resize_8_to_6_removes_chips():
-    diff = diff_plan_dicts(plan(node_pool(node_count=8)), plan(node_pool(node_count=6)))
+    diff = diff_docs(plan(node_pool(node_count=8)), plan(node_pool(node_count=6)))
     assert diff.tpu_impact == (TpuImpact("v6e", chips_removed=8),)
 
 
 def test_tpu_impact_machine_type_change_recreates_the_slice():
     base = node_pool(machine_type="ct6e-standard-4t", node_count=2)
     head = patch(base, {"nodeConfig": {"machineType": "ct6e-standard-8t"}, "nodeCount": 1})
-    assert diff_plan_dicts(plan(base), plan(head)).tpu_impact == (
+    assert diff_docs(plan(base), plan(head)).tpu_impact == (
         TpuImpact("v6e", slices_recreated=1, chips_recreated=8),)
 
 
 def test_tpu_impact_generation_change_removes_one_generation_and_adds_another():
     base = node_pool(machine_type="ct6e-standard-4t", node_count=4)
     head = patch(base, {"nodeConfig": {"machineType": "ct5p-hightpu-4t"}, "nodeCount": 2})
-    assert diff_plan_dicts(plan(base), plan(head)).tpu_impact == (
+    assert diff_docs(plan(base), plan(head)).tpu_impact == (
         TpuImpact("v5p", slices_added=1, chips_added=8), TpuImpact("v6e", slices_removed=1, chips_removed=16))
 
 
 def test_tpu_impact_counts_added_and_removed_slices_per_generation():
     base = plan(node_pool("train-0"), node_pool("train-1"), node_pool("big-0", machine_type="ct5p-hightpu-4t"))
     head = plan(node_pool("train-0"), node_pool("train-2"), node_pool("train-3"))
-    diff = diff_plan_dicts(base, head)
+    diff = diff_docs(base, head)
     assert diff.tpu_impact == (
         TpuImpact("v5p", slices_removed=1, chips_removed=16),
         TpuImpact("v6e", slices_added=2, slices_removed=1, chips_added=32, chips_removed=16),
@@ -200,7 +195,7 @@ def test_tpu_impact_counts_added_and_removed_slices_per_generation():
 
 
 def test_tpu_impact_ignores_cpu_pools_and_other_resources():
-    diff = diff_plan_dicts(plan(cpu_pool(), cluster()),
+    diff = diff_docs(plan(cpu_pool(), cluster()),
                            plan(patch(cpu_pool(), {"nodeCount": 3}), patch(cluster(), {"network": "x"})))
     assert diff.has_changes and diff.tpu_impact == ()
 
@@ -240,7 +235,7 @@ SECRET = "hunter2-do-not-print"
 ])
 def test_diff_plans_redacts_secret_values_in_every_format(changes):
     base = cluster()
-    diff = diff_plan_dicts(plan(base), plan(patch(base, changes)))
+    diff = diff_docs(plan(base), plan(patch(base, changes)))
     assert [p.after for p in change_of(diff, "fleet").properties] == ["[secret]"]
     for fmt in ReportFormat:
         assert SECRET not in render(diff, fmt)
@@ -276,12 +271,12 @@ def _shuffled(p: dict[str, Any], seed: int) -> dict[str, Any]:
 @pytest.mark.parametrize("fmt", list(ReportFormat))
 def test_render_is_byte_identical_for_reordered_plans(busy_diff, fmt):
     base, head = busy_diff
-    first = render(diff_plan_dicts(base, head), fmt)
-    assert all(render(diff_plan_dicts(_shuffled(base, s), _shuffled(head, s + 1)), fmt) == first for s in range(3))
+    first = render(diff_docs(base, head), fmt)
+    assert all(render(diff_docs(_shuffled(base, s), _shuffled(head, s + 1)), fmt) == first for s in range(3))
 
 
 def test_render_markdown_puts_the_summary_before_folded_details(busy_diff):
-    text = render(diff_plan_dicts(*busy_diff), "markdown")
+    text = render(diff_docs(*busy_diff), "markdown")
     assert "**4 changes: 1 to create, 1 to update, 1 to replace, 1 to delete.**" in text
     assert text.index("| TPU generation |") < text.index("| | Resource |") < text.index("<details>")
     assert "nodeConfig.machineType" in text.split("<details>", 1)[1]
@@ -289,19 +284,19 @@ def test_render_markdown_puts_the_summary_before_folded_details(busy_diff):
 
 
 def test_render_markdown_says_no_changes():
-    text = render(diff_plan_dicts(plan(cluster()), plan(cluster())), "markdown")
+    text = render(diff_docs(plan(cluster()), plan(cluster())), "markdown")
     assert "No changes." in text and "<details>" not in text
 
 
 def test_render_text_marks_replacing_properties(busy_diff):
-    text = render(diff_plan_dicts(*busy_diff), "text")
+    text = render(diff_docs(*busy_diff), "text")
     assert "+- NodePool train-0 (replace)" in text
     assert '~ nodeConfig.machineType: "ct6e-standard-4t" => "ct6e-standard-8t"  [forces replacement:' in text
     assert "v6e: slices +1 -1 recreated 1; chips +16 -16 recreated 16" in text
 
 
 def test_render_json_lists_changes_and_tpu_impact(busy_diff):
-    data = json.loads(render(diff_plan_dicts(*busy_diff), "json"))
+    data = json.loads(render(diff_docs(*busy_diff), "json"))
     assert data["summary"] == {"create": 1, "update": 1, "replace": 1, "delete": 1}
     assert data["tpuImpact"] == [{"generation": "v6e", "slicesAdded": 1, "slicesRemoved": 1, "slicesRecreated": 1,
                                   "chipsAdded": 16, "chipsRemoved": 16, "chipsRecreated": 16}]
@@ -355,7 +350,7 @@ def test_diff_command_exits_1_and_prints_the_report_when_something_changes(run_d
     result = run_diff(*busy_diff, "--format", "text")
     assert result.exit_code == 1
     base, head = (parse_plan(p) for p in busy_diff)
-    assert result.stdout == render(diff_plan_dicts(*busy_diff), "text", diff_context(base, head, load_prices()))
+    assert result.stdout == render(diff_docs(*busy_diff), "text", diff_context(base, head, load_prices()))
 
 
 def test_diff_command_writes_json(run_diff, busy_diff):
@@ -380,7 +375,7 @@ def test_diff_command_exits_2_on_bad_input(run_diff, base, message):
 
 def test_diff_plans_identical_plans_holding_nan_have_no_changes():
     pool = patch(node_pool(), {"labels": {"ratio": float("nan")}})
-    assert not diff_plan_dicts(plan(pool), plan(json.loads(json.dumps(pool)))).has_changes
+    assert not diff_docs(plan(pool), plan(json.loads(json.dumps(pool)))).has_changes
 
 
 def test_diff_command_rejects_unknown_format(run_diff):

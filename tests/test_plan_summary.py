@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import STACKS, stack_file_config
-from tpuplane.infra.review.plan_diff import parse_plan
+from tpuplane.infra.review.plan import parse_plan
 from tpuplane.infra.review.summary import capacity_of, key_properties, summarize
 from tpuplane.infra.review.summary_markdown import mermaid
 

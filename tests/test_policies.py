@@ -31,7 +31,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from tpuplane.infra.review.plan_diff import parse_plan
+from tpuplane.infra.review.plan import parse_plan
 from tpuplane.infra.review.policies import (
     check_plan,
     cluster_node_limit,
@@ -335,20 +335,20 @@ def compliant_plan() -> dict[str, Any]:
 
 
 def test_check_plan_compliant_plan_has_no_violations():
-    assert check_plan(compliant_plan()) == []
+    assert check_plan(parse_plan(compliant_plan())) == []
 
 
 def test_check_plan_runs_resource_and_stack_rules():
     broken = compliant_plan()
     broken["resources"][1] = patch(broken["resources"][1], {"nodeConfig": {"taints": []}})
     broken["resources"][-1] = cluster_queue(tpu_quota=8)
-    assert sorted(v.policy for v in check_plan(broken)) == ["kueue-tpu-quota-matches-pools", "tpu-pool-has-tpu-taint"]
+    assert sorted(v.policy for v in check_plan(parse_plan(broken))) == ["kueue-tpu-quota-matches-pools", "tpu-pool-has-tpu-taint"]
 
 
 def test_check_plan_production_flag_applies_deletion_rules():
     unlabelled = plan(patch(cluster(), {"deletionProtection": None}))
-    assert check_plan(unlabelled) == []
-    assert [v.policy for v in check_plan(unlabelled, production=True)] == ["deletion-protection-in-production"]
+    assert check_plan(parse_plan(unlabelled)) == []
+    assert [v.policy for v in check_plan(parse_plan(unlabelled), production=True)] == ["deletion-protection-in-production"]
 
 
 # --- the pulumi-policy pack ----------------------------------------------------------------------------------

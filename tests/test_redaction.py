@@ -1,12 +1,12 @@
 """No secret in any output: the plan (table, json, markdown), the diff (text, json, markdown), policy messages,
-error messages and free text all pass through `tpuplane.infra.review.redaction`."""
+error messages and free text all pass through `tpuplane.infra.redaction`."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from plan_factory import resource
+from plan_factory import diff_docs, resource
 
 from conftest import REPO
 from typer.testing import CliRunner
@@ -14,14 +14,11 @@ from typer.testing import CliRunner
 from tpuplane.cli import plan as plan_cli
 from tpuplane.cli.main import app
 from tpuplane.cli.plan import PlanFormat
-from tpuplane.components.offline import Plan, PlannedResource
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.diff_report import ReportFormat, render
-from tpuplane.infra.review.plan_diff import diff_plan_dicts
+from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, redact, redact_text, sensitive_paths
+from tpuplane.infra.review.plan import Plan, PlannedResource, parse_plan
 from tpuplane.infra.review.policies import check_plan
-from tpuplane.infra.review.redaction import (
-    PULUMI_SECRET_SIG, REDACTED, redact, redact_plan, redact_text, sensitive_paths,
-)
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 SECRET = "kubernetes:core/v1:Secret"
@@ -66,8 +63,8 @@ def leaky_resource(shape: str, secret: str) -> dict:
 
 
 def offline_plan(res: dict) -> Plan:
-    return Plan("tpuplane", "dev", [PlannedResource(res["urn"], res["type"], res["name"], "", res["inputs"], (),
-                                                    True)])
+    return Plan(project="tpuplane", stack="dev", resources=(PlannedResource(
+        urn=res["urn"], type=res["type"], name=res["name"], parent="", inputs=res["inputs"]),))
 
 
 def plan_doc(*resources: dict) -> dict:
@@ -77,7 +74,7 @@ def plan_doc(*resources: dict) -> dict:
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("fmt", list(ReportFormat))
 def test_diff_report_never_shows_old_or_new_secret(shape, fmt):
-    diff = diff_plan_dicts(plan_doc(leaky_resource(shape, "SECRETOLD")), plan_doc(leaky_resource(shape, "SECRETNEW")))
+    diff = diff_docs(plan_doc(leaky_resource(shape, "SECRETOLD")), plan_doc(leaky_resource(shape, "SECRETNEW")))
     text = render(diff, fmt)
     assert diff.has_changes
     assert "SECRETOLD" not in text and "SECRETNEW" not in text
@@ -104,14 +101,14 @@ def test_sensitive_paths_engine_secret_is_protected():
 
 def test_diff_secret_change_is_reported_without_values():
     base = plan_doc(leaky_resource("engine secret", "SECRETOLD"))
-    (change,) = diff_plan_dicts(base, plan_doc(leaky_resource("engine secret", "SECRETNEW"))).changes
+    (change,) = diff_docs(base, plan_doc(leaky_resource("engine secret", "SECRETNEW"))).changes
     (prop,) = change.properties
     assert (prop.path, prop.before, prop.after) == ("stringData", REDACTED, REDACTED)
 
 
 def test_diff_same_secret_is_no_change():
     base = plan_doc(leaky_resource("engine secret", "SECRETOLD"))
-    assert not diff_plan_dicts(base, plan_doc(leaky_resource("engine secret", "SECRETOLD"))).has_changes
+    assert not diff_docs(base, plan_doc(leaky_resource("engine secret", "SECRETOLD"))).has_changes
 
 
 @pytest.mark.parametrize("text, shown", [
@@ -144,14 +141,14 @@ def test_config_error_never_shows_secret_value():
 def test_policy_messages_name_token_in_resource_name_without_showing_it():
     token = "ghp_SECRETPARTabcdefghij0123456789AB"
     res = resource(CONFIG_MAP, token, {"apiVersion": "v1", "metadata": {"name": token}})
-    violations = check_plan(plan_doc(res))
+    violations = check_plan(parse_plan(plan_doc(res)))
     assert any(v.policy == "no-plaintext-secrets" for v in violations)
     assert all("SECRETPART" not in str(v) for v in violations)
 
 
 def test_diff_never_shows_a_token_in_a_resource_name():
     token = "ghp_SECRETPARTabcdefghij0123456789AB"
-    diff = diff_plan_dicts(plan_doc(), plan_doc(resource(CONFIG_MAP, token, {"apiVersion": "v1"})))
+    diff = diff_docs(plan_doc(), plan_doc(resource(CONFIG_MAP, token, {"apiVersion": "v1"})))
     assert all("SECRETPART" not in render(diff, fmt) for fmt in ReportFormat)
 
 

@@ -9,6 +9,7 @@ import pytest
 from tpuplane.components import offline
 from tpuplane.components import TpuReservation, TpuReservationArgs, TpuSlicePool, TpuSlicePoolArgs
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.review.plan import Plan
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 
@@ -19,7 +20,7 @@ def existing_cluster_args(**changes) -> TpuSlicePoolArgs:
     return TpuSlicePoolArgs(**{**fields, **changes})
 
 
-def plan(program) -> offline.Plan:
+def plan(program) -> Plan:
     return offline.run_under_mocks(program, {"gcp:project": "acme-ml"}, project="byo", stack="test")
 
 

@@ -107,7 +107,7 @@ def test_example_stack_manifests_are_valid(plans, stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_example_stack_keeps_every_policy(plans, stack):
-    assert check_plan(plans[stack].to_json()) == []
+    assert check_plan(plans[stack]) == []
 
 
 def test_pathways_stack_reaps_leaked_proxies_in_every_client_namespace(plans):

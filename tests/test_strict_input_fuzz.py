@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tpuplane.infra.config import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.policies import control_plane_not_public
-from tpuplane.infra.review.redaction import PULUMI_SECRET_SIG, REDACTED, redact, redact_text, sensitive_paths
+from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, redact, redact_text, sensitive_paths
 from tpuplane.infra.yaml_input import load_json, load_yaml
 
 MARK = "Zq9SECRETPARTx7"  # a value no rule would print

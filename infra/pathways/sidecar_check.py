@@ -36,7 +36,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.review.redaction import redact_text as redact
+from tpuplane.infra.redaction import redact_text as redact
 
 # The sidecar images are linux/amd64 CPython builds; markers are evaluated for that machine, not this one.
 _IMAGE_PLATFORM = {

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuplane.infra.review.cost import CostLine, PriceTable, cost_delta, money, total
-from tpuplane.infra.review.plan_diff import Action, Plan, ResourceChange
+from tpuplane.infra.review.plan import Plan
+from tpuplane.infra.review.plan_diff import Action, ResourceChange
 from tpuplane.infra.review.summary import FleetSummary, key_properties, summarize
 from tpuplane.infra.review.summary_markdown import cell, mermaid, summary_markdown
 

@@ -6,7 +6,7 @@ updated in place or replaced. Replacement matters on a TPU fleet because a repla
 torn down and provisioned again (jobs die, capacity may not come back), so each property that forces it
 carries the reason, and the TPU impact is summed per generation in slices and chips.
 
-Pure: dicts in, frozen dataclasses out. Reading files is the CLI's job.
+Pure: plans in, frozen dataclasses out. Reading files is the CLI's job.
 """
 
 from __future__ import annotations
@@ -18,149 +18,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
-
-from tpuplane.infra.fleet.catalog import machine_type_generation
-from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.review.redaction import (  # noqa: F401 (re-exported for the policy pack)
-    PULUMI_SECRET_SIG, REDACTED, child_path, is_secret_key, redact, redact_inputs, redact_text, sensitive_paths,
+from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, child_path, redact_inputs, redact_text
+from tpuplane.infra.review.plan import (
+    CLUSTER, HELM_RELEASE, NODE_POOL, RESERVATION, RESOURCE_POLICY, Plan, PlannedResource, TpuPool, tpu_pool,
 )
 
-NODE_POOL = "gcp:container/nodePool:NodePool"
-CLUSTER = "gcp:container/cluster:Cluster"
-RESERVATION = "gcp:compute/reservation:Reservation"
-RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-
-
 # ---------------------------------------------------------------------------------------------------------
-# The plan file
-
-
-class _ResourceShape(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-    urn: StrictStr
-    type: StrictStr
-    name: StrictStr
-    parent: StrictStr | None = None
-    inputs: dict[str, Any]
-    depends_on: list[StrictStr] = Field(default_factory=list, alias="dependsOn")
-    aliases: list[StrictStr] = Field(default_factory=list)
-
-
-class _PlanShape(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    project: StrictStr
-    stack: StrictStr
-    resources: list[_ResourceShape]
-
-
-@dataclass(frozen=True)
-class PlanResource:
-    """One resource as the engine receives it: Pulumi type token and camelCase inputs."""
-
-    urn: str
-    type: str
-    name: str
-    inputs: Mapping[str, Any]
-    parent: str | None = None
-    depends_on: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()
-    """Earlier URNs of the resource: a base resource under one of them is this one, renamed or re-parented."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    project: str
-    stack: str
-    resources: tuple[PlanResource, ...]
-
-    def by_urn(self) -> dict[str, PlanResource]:
-        return {r.urn: r for r in self.resources}
-
-
-def _shown(value: Any) -> object:
-    """What an error message may show of a bad value: scalars, never whole (possibly secret) objects."""
-    if isinstance(value, (bool, int, float)) or value is None:
-        return value
-    if isinstance(value, str) and len(value) <= 40 and not sensitive_paths(value):
-        return value
-    return f"<{type(value).__name__}>"
-
-
-def parse_plan(raw: object, source: str = "plan") -> Plan:
-    """Check that `raw` has the plan shape and return it; ConfigError names every broken field."""
-    try:
-        shape = _PlanShape.model_validate(raw)
-    except ValidationError as err:
-        problems = []
-        for e in err.errors():
-            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]).lstrip(".")
-            problems.append(Problem(
-                path=f"{source}: {where or '<top>'}",
-                given="nothing" if e["type"] == "missing" else _shown(e.get("input")),
-                allowed=e["msg"],
-                hint='write plans with `tpuplane plan --format json`: {"project", "stack", "resources": '
-                     '[{"urn", "type", "name", "parent", "inputs", "dependsOn"}]}',
-            ))
-        raise ConfigError(problems) from None
-    seen: set[str] = set()
-    for i, r in enumerate(shape.resources):
-        if r.urn in seen:
-            raise ConfigError.at(f"{source}: resources[{i}].urn", r.urn, "each URN once",
-                                 "a plan lists every resource exactly once")
-        seen.add(r.urn)
-    return Plan(
-        project=shape.project,
-        stack=shape.stack,
-        resources=tuple(
-            PlanResource(r.urn, r.type, r.name, r.inputs, r.parent, tuple(r.depends_on), tuple(r.aliases))
-            for r in shape.resources
-        ),
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# TPU facts of a node pool, from its machine type (GCE names; the `-Nt` suffix is chips per VM)
-
-@dataclass(frozen=True)
-class TpuPool:
-    """A node pool with a TPU machine type: one slice of `vms` VMs."""
-
-    generation: str
-    machine_type: str
-    vms: int
-    chips_per_vm: int
-
-    @property
-    def chips(self) -> int:
-        return self.vms * self.chips_per_vm
-
-
-def pool_vms(inputs: Mapping[str, Any]) -> int:
-    """VMs a pool holds at most: its static size, else the autoscaling ceiling (flex-start, queued pools)."""
-    autoscaling = inputs.get("autoscaling") or {}
-    for value in (inputs.get("nodeCount"), autoscaling.get("maxNodeCount"),
-                  autoscaling.get("totalMaxNodeCount"), inputs.get("initialNodeCount")):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return 0
-
-
-def tpu_pool(inputs: Mapping[str, Any]) -> TpuPool | None:
-    """The TPU slice a NodePool's inputs describe, or None when the pool has no TPU machine type."""
-    machine_type = (inputs.get("nodeConfig") or {}).get("machineType")
-    facts = machine_type_generation(machine_type) if isinstance(machine_type, str) else None
-    if facts is None:
-        return None
-    generation, chips_per_vm = facts
-    return TpuPool(generation, machine_type, pool_vms(inputs), chips_per_vm)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Properties that force replacement (values that must never be printed: see tpuplane.infra.review.redaction)
+# Properties that force replacement (values that must never be printed: see tpuplane.infra.redaction)
 
 
 @dataclass(frozen=True)
@@ -402,7 +266,7 @@ class _ImpactTally:
         return tuple(row for row in rows if row != TpuImpact(row.generation))
 
 
-def _tpu(resource: PlanResource | None) -> TpuPool | None:
+def _tpu(resource: PlannedResource | None) -> TpuPool | None:
     return tpu_pool(resource.inputs) if resource is not None and resource.type == NODE_POOL else None
 
 
@@ -432,8 +296,3 @@ def diff_plans(base: Plan, head: Plan) -> PlanDiff:
         changes.append(ResourceChange(redact_text(urn), resource.type, redact_text(resource.name), action, props))
         tally.record(_tpu(old), _tpu(new), recreated=action is Action.REPLACE)
     return PlanDiff((base.project, base.stack), (head.project, head.stack), tuple(changes), tally.impacts())
-
-
-def diff_plan_dicts(base: object, head: object) -> PlanDiff:
-    return diff_plans(parse_plan(base, "base"), parse_plan(head, "head"))
-

@@ -19,10 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuplane.infra.review.plan_diff import (
-    CLUSTER, NODE_POOL, RESERVATION, Plan, PlanResource, parse_plan, pool_vms, sensitive_paths, tpu_pool,
-)
-from tpuplane.infra.review.redaction import redact_text
+from tpuplane.infra.redaction import redact_text, sensitive_paths
+from tpuplane.infra.review.plan import CLUSTER, NODE_POOL, RESERVATION, Plan, PlannedResource, pool_vms, tpu_pool
 
 from tpuplane.infra.fleet.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
 from tpuplane.infra.fleet.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
@@ -82,7 +80,7 @@ def _stack_rule(name: str, description: str, config_schema: Mapping[str, Mapping
     """Register a check that yields (urn, message); the registered function returns Violations."""
     def register(check: Callable[..., Iterable[tuple[str, str]]]) -> StackCheck:
         @functools.wraps(check)
-        def run(resources: Sequence[PlanResource], **config: Any) -> list[Violation]:
+        def run(resources: Sequence[PlannedResource], **config: Any) -> list[Violation]:
             return [Violation(name, urn, message) for urn, message in check(resources, **config)]
         STACK_RULES.append(StackRule(name, description, run, config_schema or {}))
         return run
@@ -243,7 +241,7 @@ _RESERVATION_PATH = re.compile(
     r"(?:projects/(?P<project>[^/]+)/reservations/)?(?P<name>[^/]+)(?:/reservationBlocks/.+)?")
 
 
-def _reservation_key(resource: PlanResource) -> str:
+def _reservation_key(resource: PlannedResource) -> str:
     return str(resource.inputs.get("name") or resource.name)
 
 
@@ -251,7 +249,7 @@ def _last_segment(value: Any) -> str:
     return str(value or "").rsplit("/", 1)[-1]
 
 
-def _consumed_reservation(pool: PlanResource, reservations: Mapping[str, PlanResource]) -> PlanResource | None:
+def _consumed_reservation(pool: PlannedResource, reservations: Mapping[str, PlannedResource]) -> PlannedResource | None:
     """The reservation of this plan a SPECIFIC_RESERVATION pool consumes, if it is declared here."""
     affinity = _affinity(pool.inputs)
     values = affinity.get("values") or []
@@ -270,9 +268,9 @@ def _consumed_reservation(pool: PlanResource, reservations: Mapping[str, PlanRes
 @_stack_rule("reservation-fits-pools",
              "Node pools consuming a reservation declared in the stack match its machine type and zone, and "
              "together fit in its count.")
-def reservation_fits_pools(resources: Sequence[PlanResource]) -> Iterator[tuple[str, str]]:
+def reservation_fits_pools(resources: Sequence[PlannedResource]) -> Iterator[tuple[str, str]]:
     reservations = {_reservation_key(r): r for r in resources if r.type == RESERVATION}
-    consumers: dict[str, list[PlanResource]] = {}
+    consumers: dict[str, list[PlannedResource]] = {}
     for pool in (r for r in resources if r.type == NODE_POOL):
         reservation = _consumed_reservation(pool, reservations)
         if reservation is not None:
@@ -304,7 +302,7 @@ def _is_cluster_queue(resource_type: str) -> bool:
     return resource_type.startswith("kubernetes:kueue.x-k8s.io/") and resource_type.endswith(":ClusterQueue")
 
 
-def _tpu_quotas(queue: PlanResource) -> Iterator[Any]:
+def _tpu_quotas(queue: PlannedResource) -> Iterator[Any]:
     for group in (queue.inputs.get("spec") or {}).get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
             for resource in flavor.get("resources") or []:
@@ -323,7 +321,7 @@ def _whole_number(quantity: Any) -> int | None:
 @_stack_rule("kueue-tpu-quota-matches-pools",
              "The google.com/tpu nominalQuota of the Kueue ClusterQueues equals the chips the TPU node pools hold, "
              "less the pools dedicated to a service (label tpuplane.dev/dedicated).")
-def kueue_tpu_quota_matches_pools(resources: Sequence[PlanResource]) -> Iterator[tuple[str, str]]:
+def kueue_tpu_quota_matches_pools(resources: Sequence[PlannedResource]) -> Iterator[tuple[str, str]]:
     queues = [r for r in resources if _is_cluster_queue(r.type)]
     if not queues:
         return  # Kueue is not managed by this stack
@@ -346,7 +344,7 @@ def kueue_tpu_quota_matches_pools(resources: Sequence[PlanResource]) -> Iterator
                               "exactly what the pools can run.")
 
 
-def is_production(resources: Sequence[PlanResource]) -> bool:
+def is_production(resources: Sequence[PlannedResource]) -> bool:
     """A stack is production when its Cluster carries the `tpuplane-production: "true"` resource label."""
     return any(
         r.type == CLUSTER and (r.inputs.get("resourceLabels") or {}).get(PRODUCTION_LABEL) == "true"
@@ -358,7 +356,7 @@ def is_production(resources: Sequence[PlanResource]) -> bool:
              "On production stacks the cluster has deletion protection and reservations are never deleted.",
              config_schema={"production": {"type": "boolean", "default": False,
                                            "description": "Treat the stack as production."}})
-def deletion_protection_in_production(resources: Sequence[PlanResource], *, production: bool = False
+def deletion_protection_in_production(resources: Sequence[PlannedResource], *, production: bool = False
                                       ) -> Iterator[tuple[str, str]]:
     if not (production or is_production(resources)):
         return
@@ -386,7 +384,7 @@ def _pool_nodes(inputs: Mapping[str, Any]) -> int:
 
 @_stack_rule("cluster-node-limit",
              f"A cluster's node pools together hold at most {GKE_MAX_NODES} nodes (GKE's limit), CPU pools included.")
-def cluster_node_limit(resources: Sequence[PlanResource]) -> Iterator[tuple[str, str]]:
+def cluster_node_limit(resources: Sequence[PlannedResource]) -> Iterator[tuple[str, str]]:
     nodes: dict[str, int] = {}
     for r in resources:
         if r.type == NODE_POOL:
@@ -404,13 +402,12 @@ def cluster_node_limit(resources: Sequence[PlanResource]) -> Iterator[tuple[str,
 # Offline plan
 
 
-def check_plan(plan: Plan | Mapping[str, Any], *, production: bool = False) -> list[Violation]:
+def check_plan(plan: Plan, *, production: bool = False) -> list[Violation]:
     """Every violation in an offline plan: resource rules per resource, then stack rules."""
-    parsed = plan if isinstance(plan, Plan) else parse_plan(plan)
     violations = [
-        v for r in parsed.resources for rule in RESOURCE_RULES for v in rule.check(r.type, r.inputs, r.urn)
+        v for r in plan.resources for rule in RESOURCE_RULES for v in rule.check(r.type, r.inputs, r.urn)
     ]
     config = {"production": production}
     for rule in STACK_RULES:
-        violations += rule.check(parsed.resources, **{k: config[k] for k in rule.config_schema if k in config})
+        violations += rule.check(plan.resources, **{k: config[k] for k in rule.config_schema if k in config})
     return violations

@@ -19,15 +19,13 @@ from typing import Any, Protocol
 
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.catalog import find_generation, machine_type_generation, resolve_tpu_type
-from tpuplane.infra.review.plan_diff import NODE_POOL, pool_vms
+from tpuplane.infra.review.plan import CLUSTER, CONFIG_GROUP, NODE_POOL, RESERVATION, pool_vms
 
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
-CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 IMAGE = "docker-build:index:Image"
-GKE_CLUSTER = "gcp:container/cluster:Cluster"
 
 # Capacity modes, in the order a reviewer weighs them (guaranteed first).
 CAPACITY_MODES = ("reservation", "on-demand", "flex-start", "queued", "spot")
@@ -359,7 +357,7 @@ def config_objects(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _cluster(resources: list[Resource]) -> str:
     for r in resources:
-        if r.type == GKE_CLUSTER:
+        if r.type == CLUSTER:
             return f"{r.inputs.get('name', r.name)} ({r.inputs.get('location', '?')})"
     return ""
 
@@ -421,12 +419,12 @@ def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[
         return [("node labels", ", ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in sorted(labels.items())))]
     if resource_type == CONFIG_GROUP:
         return [("objects", ", ".join(f"{kind}/{name}" for kind, name in config_objects(inputs)))]
-    if resource_type == GKE_CLUSTER:
+    if resource_type == CLUSTER:
         channel = _dig(inputs, "releaseChannel", "channel")
         return [(label, _text(value)) for label, value in
                 (("location", inputs.get("location")), ("release channel", channel),
                  ("deletion protection", inputs.get("deletionProtection"))) if value is not None]
-    if resource_type == "gcp:compute/reservation:Reservation":
+    if resource_type == RESERVATION:
         return [("machine type", _text(_dig(inputs, "specificReservation", "instanceProperties", "machineType"))),
                 ("VMs", _text(_dig(inputs, "specificReservation", "count"))), ("zone", _text(inputs.get("zone")))]
     if resource_type == JOBSET:

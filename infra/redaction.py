@@ -8,12 +8,12 @@ an argument `--password=...` (or `--password VALUE`), the userinfo of a URL, a c
 service-account key, or a string shaped like a well-known token (GitHub, AWS, Slack, GitLab, Google...).
 
 Pure: values in, redacted copies out. Structured values lose the whole secret (`[secret]`); free text keeps its
-shape and loses only the secret part (`https://***@host`, `--password=***`).
+shape and loses only the secret part (`https://***@host`, `--password=***`). It imports nothing of tpuplane,
+so every layer (errors, plans, reports, the runtime's tools) uses it without reaching up.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -192,16 +192,3 @@ def _plaintext(raw: Any, redacted: Any, path: str) -> list[str]:
     if _is_list(raw) and _is_list(redacted):
         return [p for i, (v, r) in enumerate(zip(raw, redacted)) for p in _plaintext(v, r, child_path(path, i))]
     return [] if raw == redacted else [path or "<value>"]
-
-
-def redact_plan(plan: Any) -> Any:
-    """A copy of a plan (`components.offline.Plan` or `plan_diff.Plan`, dataclasses) safe to render in any format:
-    every resource's inputs redacted, and the secret parts of names and URNs masked. Policies read the raw plan."""
-    resources = type(plan.resources)(
-        dataclasses.replace(r, urn=redact_text(r.urn), name=redact_text(r.name),
-                            parent=redact_text(r.parent) if r.parent else r.parent,
-                            inputs=redact_inputs(r.type, r.inputs))
-        for r in plan.resources
-    )
-    extra = {"outputs": redact(plan.outputs)} if hasattr(plan, "outputs") else {}
-    return dataclasses.replace(plan, resources=resources, **extra)
