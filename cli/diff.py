@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.report_format import ReportFormat
+from tpuplane.infra.review.report_format import DiffFormatChoice, ReportFormat
 
 EXIT_NO_CHANGES = 0
 EXIT_CHANGES = 1
@@ -29,8 +29,8 @@ def _read_plan(path: Path, role: str):
 def diff_command(
     base: Annotated[Path, typer.Argument(help="Plan JSON of the base branch (`tpuplane plan --format json`).")],
     head: Annotated[Path, typer.Argument(help="Plan JSON of the PR head.")],
-    format: Annotated[ReportFormat, typer.Option("--format", "-f", help="markdown (PR comment), text or json.")
-                      ] = ReportFormat.MARKDOWN,
+    format: Annotated[DiffFormatChoice, typer.Option("--format", "-f", help="markdown (PR comment), text or json.")
+                      ] = ReportFormat.MARKDOWN.value,
     prices: Annotated[Optional[Path], typer.Option(
         "--prices", help="A YAML price table merged over the shipped one (estimated monthly cost).")] = None,
 ) -> None:
@@ -52,5 +52,5 @@ def diff_command(
     except ConfigError as err:
         typer.echo(f"tpuplane diff: bad input\n{err}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    typer.echo(render(diff, ReportFormat(format), context), nl=False)
+    typer.echo(render(diff, ReportFormat(format.value), context), nl=False)
     raise typer.Exit(EXIT_CHANGES if diff.has_changes else EXIT_NO_CHANGES)

@@ -5,10 +5,8 @@ every resource with its inputs, with no credentials, network or Pulumi CLI.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,14 +16,8 @@ from rich.markup import escape
 
 from tpuplane.cli import EXIT_BAD_INPUT
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.review.report_format import PlanFormatChoice, ReportFormat
 from tpuplane.infra.yaml_input import read_yaml_file
-
-
-class PlanFormat(str, Enum):
-    table = "table"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
 
 
 @dataclass(frozen=True)
@@ -90,19 +82,6 @@ def stack_file(project: PulumiProject, stack: str) -> Path:
     return path
 
 
-def _print_table(plan, details: bool, prices) -> str | None:
-    """Colour and the terminal's width on a terminal; plain, 160 columns (deterministic) otherwise.
-    Returns the text when it must go to a file or pipe, None once printed to the terminal."""
-    from tpuplane.cli.plan_render import plain_text, render_table
-
-    terminal = Console()
-    renderable = render_table(plan, details=details, prices=prices)
-    if terminal.is_terminal:
-        terminal.print(renderable, highlight=False)
-        return None
-    return plain_text(renderable)
-
-
 def plan_command(
     stack: Optional[str] = typer.Option(
         None, "--stack", "-s", help="Stack name: reads <stackConfigDir>/Pulumi.<stack>.yaml [default: dev]. "
@@ -110,9 +89,9 @@ def plan_command(
     config: Optional[Path] = typer.Option(
         None, "--config", "-c", help="A file in Pulumi.<stack>.yaml format; the stack is named by --stack, "
         "else by the file name."),
-    fmt: PlanFormat = typer.Option(PlanFormat.table, "--format", "-f",
-                                   help="Output format: table (summary first), json (for `tpuplane diff`), "
-                                        "markdown (PR comment), html (one self-contained page; use --out)."),
+    fmt: PlanFormatChoice = typer.Option(ReportFormat.TABLE.value, "--format", "-f",
+                                         help="Output format: table (summary first), json (for `tpuplane diff`), "
+                                              "markdown (PR comment), html (one self-contained page; use --out)."),
     details: bool = typer.Option(False, "--details", help="Table: print every property of every resource."),
     prices: Optional[Path] = typer.Option(
         None, "--prices", help="A YAML price table merged over the shipped one (estimated monthly cost)."),
@@ -123,11 +102,10 @@ def plan_command(
 ) -> None:
     """Print every resource the stack would create, offline, by running the real program under mocks."""
     # what renders and judges a plan loads here, not when the command line starts (`tpuplane catalog` stays fast)
-    from tpuplane.cli.plan_render import plain_text, plan_summary, render_markdown, render_table
-    from tpuplane.infra.review.cost import load_prices
-    from tpuplane.infra.review.html_report import render_html
-    from tpuplane.infra.review.policies import check_plan
     from tpuplane.infra.redaction import redact_text
+    from tpuplane.infra.review.cost import load_prices
+    from tpuplane.infra.review.plan_report import render_plan, render_table
+    from tpuplane.infra.review.policies import check_plan
 
     err = Console(stderr=True, emoji=False)  # `tpuplane:x:` in a message is a key, not an emoji code
     try:
@@ -141,16 +119,13 @@ def plan_command(
         raise typer.Exit(EXIT_BAD_INPUT) from None
     plan = raw_plan.redacted()  # once, before any format renders; policies read the raw plan
 
-    if fmt is PlanFormat.json:
-        text = json.dumps(plan.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    elif fmt is PlanFormat.markdown:
-        text = render_markdown(plan, price_table)
-    elif fmt is PlanFormat.html:
-        text = render_html(plan_summary(plan), plan.resources, price_table)
-    elif out:
-        text = plain_text(render_table(plan, details=details, prices=price_table))
+    terminal = Console()
+    if ReportFormat(fmt.value) is ReportFormat.TABLE and not out and terminal.is_terminal:
+        # colour and the terminal's width; a file or pipe gets plain text at 160 columns (deterministic)
+        terminal.print(render_table(plan, details=details, prices=price_table), highlight=False)
+        text = ""
     else:
-        text = _print_table(plan, details, price_table) or ""
+        text = render_plan(plan, ReportFormat(fmt.value), price_table, details=details)
     if out:
         try:
             out.write_text(text)

@@ -15,8 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import REPO, stack_file_config
 from tpuplane.cli.main import app
-from tpuplane.cli.plan_render import render_table
-from tpuplane.cli.plan_render import plain_text
+from tpuplane.infra.review.plan_report import plain_text, render_table
 from tpuplane.infra.review.plan import Plan, PlannedResource
 
 

@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 from tpuplane.cli.diff import diff_command
 from tpuplane.infra.fleet.catalog import machine_type_generation
 from tpuplane.infra.review.cost import load_prices
-from tpuplane.infra.review.diff_report import ReportFormat, render
+from tpuplane.infra.review.diff_report import render
+from tpuplane.infra.review.report_format import DIFF_FORMATS
 from tpuplane.infra.review.impact import diff_context
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.plan import parse_plan, tpu_pool
@@ -237,7 +238,7 @@ def test_diff_plans_redacts_secret_values_in_every_format(changes):
     base = cluster()
     diff = diff_docs(plan(base), plan(patch(base, changes)))
     assert [p.after for p in change_of(diff, "fleet").properties] == ["[secret]"]
-    for fmt in ReportFormat:
+    for fmt in DIFF_FORMATS:
         assert SECRET not in render(diff, fmt)
 
 
@@ -268,7 +269,7 @@ def _shuffled(p: dict[str, Any], seed: int) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("fmt", list(ReportFormat))
+@pytest.mark.parametrize("fmt", DIFF_FORMATS)
 def test_render_is_byte_identical_for_reordered_plans(busy_diff, fmt):
     base, head = busy_diff
     first = render(diff_docs(base, head), fmt)

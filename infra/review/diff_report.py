@@ -15,6 +15,7 @@ from typing import Any
 from tpuplane.infra.review.report_format import ReportFormat
 from tpuplane.infra.review.impact import DiffContext, cost_json, cost_markdown, cost_text, fleet_markdown, key_text
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
+from tpuplane.infra.review.summary import short_type
 
 
 _SYMBOL = {Action.CREATE: "+", Action.UPDATE: "~", Action.REPLACE: "+-", Action.DELETE: "-"}
@@ -30,11 +31,6 @@ _MAX_VALUE = 80
 def _value(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 1] + "…"
-
-
-def _short_type(resource_type: str) -> str:
-    """`gcp:container/nodePool:NodePool` -> `NodePool`."""
-    return resource_type.rsplit(":", 1)[-1]
 
 
 def _summary_line(diff: PlanDiff) -> str:
@@ -76,7 +72,7 @@ def _md_resources(changes: tuple[ResourceChange, ...], context: DiffContext | No
         action = f"**{c.action.value}**" if c.action in (Action.REPLACE, Action.DELETE) else c.action.value
         paths = ", ".join(_code(p.path) for p in c.properties) or _cell(
             key_text(context.key_properties(c)) if context else "")
-        lines.append(f"| {_code(_SYMBOL[c.action])} {action} | {_code(c.name)} | {_code(_short_type(c.type))} "
+        lines.append(f"| {_code(_SYMBOL[c.action])} {action} | {_code(c.name)} | {_code(short_type(c.type))} "
                      f"| {paths} |")
     return lines
 
@@ -85,7 +81,7 @@ def _md_details(change: ResourceChange) -> list[str]:
     lines = [
         "<details>",
         f"<summary>{_SYMBOL[change.action]} {change.action.value} <code>{html.escape(change.name)}</code> "
-        f"({_short_type(change.type)}): {len(change.properties)} propert"
+        f"({short_type(change.type)}): {len(change.properties)} propert"
         f"{'y' if len(change.properties) == 1 else 'ies'}</summary>",
         "",
         f"URN: {_code(change.urn)}",
@@ -107,7 +103,7 @@ def render_markdown(diff: PlanDiff, context: DiffContext | None = None) -> str:
     lines += [f"**{_summary_line(diff)}.**", ""]
     replaced = [c for c in diff.changes if c.action is Action.REPLACE]
     if replaced:
-        names = ", ".join(f"{_code(c.name)} ({_short_type(c.type)})" for c in replaced)
+        names = ", ".join(f"{_code(c.name)} ({short_type(c.type)})" for c in replaced)
         lines += ["> [!WARNING]", f"> {len(replaced)} resource{'s' if len(replaced) != 1 else ''} will be "
                   f"replaced: {names}. A replaced TPU node pool is a slice torn down and provisioned again.", ""]
     lines += ["#### TPU impact", "", *_md_impact(diff.tpu_impact), ""]
@@ -141,7 +137,7 @@ def render_text(diff: PlanDiff, context: DiffContext | None = None) -> str:
     if not diff.has_changes:
         return "\n".join([*lines, "No changes."]) + "\n"
     for c in diff.changes:
-        lines.append(f"  {_SYMBOL[c.action]:<2} {_short_type(c.type)} {c.name} ({c.action.value})")
+        lines.append(f"  {_SYMBOL[c.action]:<2} {short_type(c.type)} {c.name} ({c.action.value})")
         lines += [_text_property(p) for p in c.properties]
         if context and context.key_properties(c):
             lines.append(f"      {key_text(context.key_properties(c))}")

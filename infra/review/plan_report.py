@@ -1,5 +1,5 @@
-"""How `tpuplane plan` shows a plan: the fleet first (summary tables), then resources by component with their
-key properties; every property only on request (`--details`) or folded (markdown).
+"""How `tpuplane plan` shows a plan in each of its formats: the fleet first (summary tables), then resources by
+component with their key properties; every property only on request (`--details`) or folded (markdown).
 
 Renderers receive an already-redacted plan and never cut a value silently: long values wrap, or end in `…`
 where a one-line summary is wanted.
@@ -19,6 +19,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total
+from tpuplane.infra.review.html_report import render_html
+from tpuplane.infra.review.plan import Plan
+from tpuplane.infra.review.report_format import ReportFormat
 from tpuplane.infra.review.summary import FleetSummary, key_properties, short_type, summarize, urn_name
 from tpuplane.infra.review.summary_markdown import code, mermaid, summary_markdown
 
@@ -34,7 +37,7 @@ def plain_text(renderable: RenderableType, width: int = 160) -> str:
     return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
 
 
-def plan_summary(plan) -> FleetSummary:
+def plan_summary(plan: Plan) -> FleetSummary:
     return summarize(plan.project, plan.stack, plan.resources)
 
 
@@ -109,7 +112,7 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
     return out
 
 
-def render_table(plan, details: bool = False, prices: PriceTable | None = None) -> RenderableType:
+def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = None) -> RenderableType:
     """The summary (when prices are given), then the component tree: each resource with its key properties,
     and with `details` every input as `path = value`."""
     root = Tree(Text.assemble((plan.project, "bold"), "/", (plan.stack, "bold"),
@@ -137,7 +140,7 @@ def render_table(plan, details: bool = False, prices: PriceTable | None = None) 
     return Group(*summary_renderables(plan_summary(plan), prices), "", root)
 
 
-def render_markdown(plan, prices: PriceTable) -> str:
+def render_markdown(plan: Plan, prices: PriceTable) -> str:
     """A PR-ready page: summary tables and a Mermaid diagram first, resources by component, inputs folded."""
     summary = plan_summary(plan)
     lines = [f"### Plan of `{plan.project}/{plan.stack}`", "", *summary_markdown(summary, prices), "",
@@ -154,3 +157,15 @@ def render_markdown(plan, prices: PriceTable) -> str:
                       "```yaml", yaml.safe_dump(dict(r.inputs), sort_keys=True).rstrip(), "```", "</details>", ""]
     lines.append("</details>")
     return "\n".join(lines) + "\n"
+
+
+def render_plan(plan: Plan, fmt: ReportFormat, prices: PriceTable, *, details: bool = False) -> str:
+    """A redacted plan in one of `PLAN_FORMATS`, as a file or pipe gets it (a terminal gets `render_table` in
+    colour)."""
+    if fmt is ReportFormat.JSON:
+        return json.dumps(plan.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    if fmt is ReportFormat.MARKDOWN:
+        return render_markdown(plan, prices)
+    if fmt is ReportFormat.HTML:
+        return render_html(plan_summary(plan), plan.resources, prices)
+    return plain_text(render_table(plan, details=details, prices=prices))
