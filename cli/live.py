@@ -28,7 +28,7 @@ from rich.markup import escape
 from tpuplane.cli import EXIT_BAD_INPUT
 from tpuplane.infra.durations import parse_duration
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.redaction import redact_text
+from tpuplane.infra.redaction import redact_text
 
 if TYPE_CHECKING:  # the kubernetes client (runtime extra) loads only when a command runs
     from tpuplane.runtime.batch_api import ApiCallFailed, BatchApi

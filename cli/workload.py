@@ -21,7 +21,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from tpuplane.infra.batch.kueue_config import PRIORITIES
-from tpuplane.infra.config import Capacity, StackConfig, config_path, load_stack_config
+from tpuplane.infra.args import Source, validation_problems
+from tpuplane.infra.fleet.pools import Capacity
+from tpuplane.infra.stack import StackConfig, load_stack_config
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.experiments import load_experiment, render_experiment
 from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
@@ -72,7 +74,7 @@ def _check_schedule(jobsets: list[dict[str, Any]], cfg: StackConfig | None) -> N
         return
     from tpuplane.infra.batch.schedule_check import schedule_problems
 
-    problems = schedule_problems(jobsets, cfg)
+    problems = schedule_problems(jobsets, cfg.tpu_pools, cfg.batch)
     if problems:
         raise ConfigError(problems)
 
@@ -83,7 +85,8 @@ def _fail(exc: ConfigError) -> None:
 
 
 def _model_error(exc: ValidationError) -> ConfigError:
-    return ConfigError([Problem(config_path(tuple(e["loc"])), e.get("input"), e["msg"]) for e in exc.errors()])
+    """A workload built from options, its fields named as `tpuplane workload render` names them."""
+    return ConfigError(validation_problems(exc, Source.args("", TpuWorkloadSpec)))
 
 
 @app.command("render")
@@ -119,7 +122,7 @@ def render_command(
         except ValidationError as exc:
             raise _model_error(exc) from None
         cfg = _stack_config(stack, config, project_dir)
-        jobset = render_tpu_jobset(spec, cfg.batch_platform if cfg else None)
+        jobset = render_tpu_jobset(spec, cfg.batch if cfg else None)
         _check_schedule([jobset], cfg)
         _print_yaml([jobset])
     except ConfigError as exc:
@@ -152,7 +155,7 @@ def check_command(
         if not documents or not all(isinstance(d, dict) for d in documents):
             raise ConfigError.at(source, f"{len(documents)} document(s)", "one or more JobSet or Job objects",
                                  "pass the YAML you would `kubectl apply -f`")
-        facts = stack_facts(cfg)
+        facts = stack_facts(cfg.tpu_pools, cfg.batch)
         results = [check_workload(doc, facts) for doc in documents]
     except ConfigError as exc:
         _fail(exc)
@@ -198,7 +201,7 @@ def experiment_render_command(
         if experiment.ttl_seconds_after_finished is None:
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
         cfg = _stack_config(stack, config, project_dir)
-        jobsets = render_experiment(experiment, cfg.batch_platform if cfg else None)
+        jobsets = render_experiment(experiment, cfg.batch if cfg else None)
         _check_schedule(jobsets, cfg)
         # Trials differ only in their id (one length for all) and their parameters, passed as args and env
         # values, which any string satisfies: the first and last JobSet stand for all (checking 1,000 takes 10 s).

@@ -354,23 +354,15 @@ def _is_manifest(document: Any) -> bool:
 
 def _jobsets_to_submit(file: str, cfg: Any) -> list[dict[str, Any]]:
     """The JobSets in FILE, or the JobSets tpuplane renders from it when it is a workload or experiment file."""
-    from pydantic import ValidationError
-
-    from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
+    from tpuplane.infra.batch.experiments import read_experiment, render_experiment
     from tpuplane.infra.batch.workload import DEFAULT_TTL, JOBSET_API
-    from tpuplane.infra.config import config_path
-    from tpuplane.infra.errors import Problem
 
     documents = _documents(file)
     if len(documents) == 1 and isinstance(documents[0], dict) and not _is_manifest(documents[0]):
-        try:
-            experiment = ExperimentSpec.model_validate(documents[0])
-        except ValidationError as exc:
-            raise ConfigError([Problem(config_path(tuple(e["loc"])) or "(file)", e.get("input"), e["msg"])
-                               for e in exc.errors()]) from None
+        experiment = read_experiment(documents[0])
         if experiment.ttl_seconds_after_finished is None:  # kubectl users' default, as `experiment render`
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
-        return render_experiment(experiment, cfg.batch_platform if cfg else None)
+        return render_experiment(experiment, cfg.batch if cfg else None)
     if not documents:
         raise ConfigError.at(file, "no YAML document", "JobSets, or a tpuplane workload or experiment file")
     for i, doc in enumerate(documents):
@@ -410,7 +402,7 @@ def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list
     if cfg is not None:
         from tpuplane.infra.batch.schedule_check import stack_facts
 
-        facts = stack_facts(cfg)
+        facts = stack_facts(cfg.tpu_pools, cfg.batch)
     else:
         from tpuplane.infra.batch.cluster_facts import cluster_facts
         from tpuplane.runtime.batch_api import ApiCallFailed

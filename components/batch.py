@@ -1,6 +1,8 @@
 """`BatchStack`: Kueue and JobSet installed from pinned Helm charts, and every queue object derived from the pools.
 
-Ordering is explicit, because Kueue's webhook refuses objects for 10-30 s after its pod is Ready (kueue#13036):
+On a cluster whose Kueue and JobSet are already installed (`install_controllers=False`), only the objects are
+created: no Helm release and nothing that waits on one. Otherwise ordering is explicit, because Kueue's webhook
+refuses objects for 10-30 s after its pod is Ready (kueue#13036):
 1. the Kueue and JobSet Helm releases (Pulumi waits until their Deployments are ready);
 2. the `kueue-webhook-ready` Job in kueue-system, which dry-run-creates a ResourceFlavor through the API server
    until Kueue's webhook accepts it; Pulumi's Job await waits for it to complete. Kueue's
@@ -11,7 +13,6 @@ Ordering is explicit, because Kueue's webhook refuses objects for 10-30 s after 
 PriorityClasses and team Namespaces are core objects and need neither controller.
 """
 
-import copy
 from typing import Any, Optional, Sequence
 
 import pulumi
@@ -20,9 +21,7 @@ import pulumi_kubernetes as k8s
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import child_options
-from tpuplane.infra.args import given
-from tpuplane.infra.batch.args import platform_from_args
-from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
+from tpuplane.infra.batch.args import read_platform
 from tpuplane.infra.batch.kueue import (
     controller_releases,
     local_queues,
@@ -44,6 +43,7 @@ class BatchStack(pulumi.ComponentResource):
 
     Children: `kueue_release` and `jobset_release` (Helm), `webhook_ready` (complete once Kueue's admission
     webhook answers; every Kueue object waits for it) and `queue_resources` (the LocalQueues a workload waits for).
+    With `install_controllers=False` the first three are None.
     """
 
     local_queues: pulumi.Output[dict[str, str]]
@@ -56,31 +56,31 @@ class BatchStack(pulumi.ComponentResource):
     """The JobSet chart version installed."""
 
     def __init__(self, name: str, args: BatchStackArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        args = given(args, "BatchStackArgs")  # None means unset, as for any Pulumi input
-        platform = platform_from_args(args)  # every check before the component registers anything
-        cpu_pool_name = args.get("cpu_pool_name", CPU_POOL_NAME)
+        # every check before the component registers anything (Args a stack config already read pass as they are)
+        platform = read_platform(args)
         super().__init__("tpuplane:index:BatchStack", name, {}, opts)
         self._opts = opts  # children wait for what the caller's depends_on names
-        self._args = copy.deepcopy(args)
+        self._platform = platform
 
-        kueue, jobset = controller_releases(platform, cpu_pool_name)
-        self.kueue_release = self._release(kueue)
-        self.jobset_release = self._release(jobset)
-        self.webhook_ready = self._webhook_gate(platform.kueue.version)
+        self.kueue_release = self.jobset_release = self.webhook_ready = None
+        if platform.install_controllers:
+            kueue, jobset = controller_releases(platform)
+            self.kueue_release = self._release(kueue)
+            self.jobset_release = self._release(jobset)
+            self.webhook_ready = self._webhook_gate(platform.kueue_version)
+        gate = [self.webhook_ready] if self.webhook_ready is not None else []
 
         for manifest in render_priority_classes():
-            gate = [self.webhook_ready] if manifest["apiVersion"].startswith("kueue.x-k8s.io/") else []
-            self._apply(manifest, gate)
+            self._apply(manifest, gate if manifest["apiVersion"].startswith("kueue.x-k8s.io/") else [])
         namespaces = {m["metadata"]["name"]: self._apply(m, []) for m in render_team_namespaces(platform)}
 
-        flavors = [self._apply(m, [self.webhook_ready]) for m in render_flavors(platform, cpu_pool_name)]
+        flavors = [self._apply(m, gate) for m in render_flavors(platform)]
         checks: list[pulumi.Resource] = []
         for manifest in render_provisioning(platform):  # the config first, then the check that points at it
-            checks.append(self._apply(manifest, [self.webhook_ready, *checks]))
-        cluster_queues = [self._apply(m, [self.webhook_ready, *flavors, *checks])
-                          for m in render_cluster_queues(platform)]
+            checks.append(self._apply(manifest, [*gate, *checks]))
+        cluster_queues = [self._apply(m, [*gate, *flavors, *checks]) for m in render_cluster_queues(platform)]
         self.queue_resources = [
-            self._apply(m, [self.webhook_ready, *cluster_queues,
+            self._apply(m, [*gate, *cluster_queues,
                             *([namespaces[m["metadata"]["namespace"]]] if m["metadata"]["namespace"] in namespaces
                               else [])])
             for m in render_local_queues(platform)
@@ -88,15 +88,15 @@ class BatchStack(pulumi.ComponentResource):
         queues = local_queues(platform)
         self.local_queues = pulumi.Output.from_input({team: queue for team, (_, queue) in queues.items()})
         self.local_queue_namespaces = pulumi.Output.from_input({team: ns for team, (ns, _) in queues.items()})
-        self.kueue_version = pulumi.Output.from_input(platform.kueue.version)
-        self.jobset_version = pulumi.Output.from_input(platform.kueue.jobset_version)
+        self.kueue_version = pulumi.Output.from_input(platform.kueue_version)
+        self.jobset_version = pulumi.Output.from_input(platform.jobset_version)
         self.register_outputs({"local_queues": self.local_queues, "local_queue_namespaces": self.local_queue_namespaces,
                                "kueue_version": self.kueue_version, "jobset_version": self.jobset_version})
 
     @property
     def args(self) -> BatchStackArgs:
         """The Args this platform was built from: what `TpuWorkloadArgs.batch` checks a workload against."""
-        return copy.deepcopy(self._args)
+        return BatchStackArgs(**self._platform.model_dump(mode="json", exclude_defaults=True))
 
     def _release(self, release: Any) -> k8s.helm.v3.Release:
         return k8s.helm.v3.Release(

@@ -67,3 +67,7 @@ class BatchStackArgs(TypedDict):
     """The cluster's name: tpu7/tpu7x workloads select the workload policies named after it."""
     service_namespaces: NotRequired[list[str]]
     """Namespaces of long-lived services (a Shared Pathways Service) whose jobs Kueue must leave alone."""
+    install_controllers: NotRequired[bool]
+    """Install Kueue and JobSet from their pinned Helm charts (default true). False: they already run on the
+    cluster (installed by other means), so no Helm release is created and nothing waits on one; the Kueue objects,
+    priorities, team namespaces and queues are still created."""

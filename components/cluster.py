@@ -7,13 +7,15 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from tpuplane.components.options import child_options
-from tpuplane.infra.args import given
-from tpuplane.infra.fleet.args import cluster_config
+from tpuplane.infra.args import Source
 from tpuplane.infra.fleet.cluster import (
+    CLUSTER_ARGS,
     CPU_POOL_NAME,
     NODE_OAUTH_SCOPES,
     NODE_SERVICE_ACCOUNT_ROLES,
+    ClusterSpec,
     plan_cluster,
+    read_cluster,
     render_kubeconfig,
 )
 
@@ -107,10 +109,10 @@ class TpuCluster(pulumi.ComponentResource):
     """A kubeconfig without credentials (gke-gcloud-auth-plugin fetches short-lived tokens)."""
 
     def __init__(self, name: str, args: TpuClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        args = given(args, "TpuClusterArgs")  # None means unset, as for any Pulumi input
-        c = cluster_config(args)  # every check before the component registers anything
-        project, region = args["project"], args["region"]
-        plan = plan_cluster(c, project=project, region=region, multi_networking=args.get("multi_networking", False))
+        # every check before the component registers anything (Args a stack config already read pass as they are)
+        c = read_cluster(args, Source.args(CLUSTER_ARGS, ClusterSpec))
+        project = c.project
+        plan = plan_cluster(c)
         super().__init__("tpuplane:index:TpuCluster", name, {}, opts)
         child = child_options(self, opts)
 

@@ -10,8 +10,10 @@ import pulumi
 
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import child_options
-from tpuplane.infra.pathways.args import janitor_spec
-from tpuplane.infra.pathways.proxy import render_janitor
+from tpuplane.infra.args import Source
+from tpuplane.infra.pathways.proxy import JanitorSpec, read_janitor, render_janitor
+
+JANITOR_ARGS = "ProxyJanitorArgs"
 
 
 class ProxyJanitorArgs(TypedDict):
@@ -37,12 +39,13 @@ class ProxyJanitor(pulumi.ComponentResource):
     """The CronJob's name."""
 
     def __init__(self, name: str, args: ProxyJanitorArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        spec = janitor_spec(args)
+        # every check before the component registers anything (Args a stack config already read pass as they are)
+        spec = read_janitor(args, Source.args(JANITOR_ARGS, JanitorSpec))
         super().__init__("tpuplane:index:ProxyJanitor", name, {}, opts)
         created: list[pulumi.Resource] = []
         for manifest in render_janitor(spec):
             # Each object waits for the ones before it: the CronJob never runs before its rights exist.
             created.append(manifest_resource(manifest, child_options(self, opts, depends_on=created)))
         self.cron_job = created[-1]
-        self.cron_job_name = pulumi.Output.from_input(spec.name)
+        self.cron_job_name = pulumi.Output.from_input(spec.object_name)
         self.register_outputs({"cron_job_name": self.cron_job_name})

@@ -1,19 +1,21 @@
 """`SharedPathwaysService`: one long-lived Pathways service (resource manager + TPU workers) that teams connect to.
 
-What it creates, all decided by `tpuplane.infra.pathways.args.service_plan` and the renderers of
+What it creates, all decided by `tpuplane.infra.pathways.config.plan_service` and the renderers of
 `tpuplane.infra.pathways.service`:
 - a namespace named after the service, and a NetworkPolicy that admits to the resource manager only the service's
   own pods and the namespaces where clients run their proxies (the Kueue teams' namespaces, else `default`);
 - a GCS scratch bucket (objects expire, uniform access, public access prevented), or the existing one given;
 - object access on that bucket for the node service account and, through Workload Identity, for the pods that
-  use it (the `default` Kubernetes service accounts of the service's and the proxies' namespaces);
+  use it (the `default` Kubernetes service accounts of the service's and the proxies' namespaces); with an
+  existing bucket and `grant_bucket_access=False`, no GCP resource at all (a program with only a Kubernetes
+  provider applies the service);
 - the service's JobSet, optionally with a colocated-Python sidecar on every worker.
 
 Image pulls need `roles/artifactregistry.reader` for the node service account: `TpuCluster` grants it project-wide,
 so it is not granted twice here (two resources owning one binding would delete it for both on removal).
 """
 
-from typing import Any, NotRequired, Optional, TypedDict
+from typing import Any, Mapping, NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -21,10 +23,8 @@ import pulumi_gcp as gcp
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import child_options
-from tpuplane.infra.args import given
-from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
-from tpuplane.infra.pathways.args import service_plan
-from tpuplane.infra.pathways.config import PathwaysPlan
+from tpuplane.infra.pathways.args import read_service
+from tpuplane.infra.pathways.config import PathwaysPlan, ServiceSpec, plan_service
 from tpuplane.infra.pathways.service import (
     render_pathways_namespace,
     render_pathways_network_policy,
@@ -59,6 +59,9 @@ class SharedPathwaysServiceArgs(TypedDict):
     give the group `dedicated_slices` of the same number."""
     gcs_bucket: NotRequired[str]
     """An existing `gs://bucket[/prefix]` for scratch; default: a bucket it creates (objects expire)."""
+    grant_bucket_access: NotRequired[bool]
+    """Grant the nodes and the pods object access on the scratch bucket (default true). False, with an existing
+    `gcs_bucket` whose access is managed elsewhere: the service creates no GCP resource at all."""
     client_namespaces: NotRequired[list[str]]
     """Where clients create their proxies (the teams' namespaces); default `default`."""
     sidecar_image: NotRequired[pulumi.Input[str]]
@@ -89,8 +92,9 @@ class SharedPathwaysService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SharedPathwaysServiceArgs,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        args = given(args, "SharedPathwaysServiceArgs")  # None means unset, as for any Pulumi input
-        plan = service_plan(name, args)
+        # every check before the component registers anything (Args a stack config already read pass as they are)
+        pw = read_service(args, supplied={"service_name": name} if isinstance(args, Mapping) else None)
+        plan = plan_service(pw)
         super().__init__("tpuplane:index:SharedPathwaysService", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
 
@@ -98,24 +102,23 @@ class SharedPathwaysService(pulumi.ComponentResource):
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         manifest_resource(render_pathways_network_policy(plan.name, plan.proxy_namespaces), in_namespace)
 
-        bucket_name = self._scratch_bucket(name, args, plan)
-        members = [pulumi.Output.concat("serviceAccount:", args["node_service_account"]),
-                   *plan.workload_identity_members(args["project"])]
+        bucket_name = self._scratch_bucket(name, pw, plan)
+        members = [pulumi.Output.concat("serviceAccount:", pw.node_service_account),
+                   *plan.workload_identity_members(pw.project)] if pw.grant_bucket_access else []
         grants = [
             gcp.storage.BucketIAMMember(f"{name}-scratch-{i}", bucket=bucket_name, role=BUCKET_ROLE, member=member,
                                         opts=child)
             for i, member in enumerate(members)
         ]
-        cpu_pool_name = args.get("cpu_pool_name", CPU_POOL_NAME)
 
         def render(sidecar: str | None) -> dict[str, Any]:
             return render_pathways_service_jobset(
                 plan.name, spec=plan.spec, slices=plan.slices, capacity=plan.capacity, server_image=plan.server_image,
-                gcs_scratch_location=plan.gcs_scratch_location, cpu_pool=cpu_pool_name, node_pools=plan.node_pools,
+                gcs_scratch_location=plan.gcs_scratch_location, cpu_pool=pw.cpu_pool_name, node_pools=plan.node_pools,
                 placement_policy=plan.placement_policy, sidecar_image=sidecar)
 
         manifest = render(None)
-        image = args.get("sidecar_image")
+        image = pw.sidecar_image
         if image is not None:
             manifest["spec"] = pulumi.Output.from_input(image).apply(lambda ref: render(ref)["spec"])
         manifest_resource(manifest, child_options(
@@ -147,14 +150,14 @@ class SharedPathwaysService(pulumi.ComponentResource):
         """Where clients create their proxies (the client namespaces, else `default`): where a `ProxyJanitor` runs."""
         return list(self._proxy_namespaces)
 
-    def _scratch_bucket(self, name: str, args: SharedPathwaysServiceArgs, plan: PathwaysPlan) -> pulumi.Input[str]:
+    def _scratch_bucket(self, name: str, pw: ServiceSpec, plan: PathwaysPlan) -> pulumi.Input[str]:
         if not plan.create_bucket:
             return plan.bucket
         bucket = gcp.storage.Bucket(
             f"{name}-scratch",
             name=plan.bucket,
-            project=args["project"],
-            location=args["region"],
+            project=pw.project,
+            location=pw.region,
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
             force_destroy=True,  # scratch only: removing the service must not fail on leftovers

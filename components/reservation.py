@@ -6,9 +6,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from tpuplane.components.options import child_options
-from tpuplane.infra.args import given
-from tpuplane.infra.fleet.args import reservation_config
+from tpuplane.infra.args import Source
 from tpuplane.infra.fleet.cluster import reservation_deletion_policy
+from tpuplane.infra.fleet.reservations import RESERVATION_ARGS, ReservationSpec, read_reservation
 
 
 class TpuReservationArgs(TypedDict):
@@ -43,15 +43,15 @@ class TpuReservation(pulumi.ComponentResource):
     """The VMs it holds: whole slices of its TPU type."""
 
     def __init__(self, name: str, args: TpuReservationArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        args = given(args, "TpuReservationArgs")  # None means unset, as for any Pulumi input
-        res = reservation_config(name, args)
+        # every check before the component registers anything (Args a stack config already read pass as they are)
+        res = read_reservation(args, Source.args(RESERVATION_ARGS, ReservationSpec), supplied={"name": name})
         super().__init__("tpuplane:index:TpuReservation", name, {}, opts)
         self.reservation = gcp.compute.Reservation(
             res.name,
             name=res.name,
-            project=args["project"],
+            project=res.project,
             zone=res.zone,
-            deletion_policy=reservation_deletion_policy(bool(args.get("keep_on_delete", False))),
+            deletion_policy=reservation_deletion_policy(res.keep_on_delete),
             # Only pools that name it consume it: a training reservation must not leak to stray VMs.
             specific_reservation_required=True,
             specific_reservation=gcp.compute.ReservationSpecificReservationArgs(

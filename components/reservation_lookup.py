@@ -11,9 +11,11 @@ from typing import Any
 
 import pulumi_gcp as gcp
 
-from tpuplane.infra.config import StackConfig
+from tpuplane.infra.args import Source
 from tpuplane.infra.errors import Problem
-from tpuplane.infra.fleet.reservations import ReservationFacts, external_reservations, reservation_problems
+from tpuplane.infra.fleet.pools import SlicePoolSpec
+from tpuplane.infra.fleet.reservations import ReservationFacts, external_reservations, lookup_problems
+from tpuplane.infra.stack import POOLS, StackConfig
 
 
 def reservation_facts(found: Any, zone: str) -> ReservationFacts:
@@ -42,7 +44,7 @@ def external_reservation_problems(cfg: StackConfig) -> list[Problem]:
     is empty and the reservation is not judged: there is no cloud to ask.
     """
     problems = []
-    for lookup in external_reservations(cfg):
+    for lookup in external_reservations(cfg.tpu_pools, {res.name for res in cfg.reservations}):
         try:
             found = gcp.compute.get_reservation(name=lookup.name, project=lookup.project, zone=lookup.zone)
         except Exception as exc:  # noqa: BLE001 - the provider's error type is not part of its API
@@ -53,5 +55,6 @@ def external_reservation_problems(cfg: StackConfig) -> list[Problem]:
             if not found.status:
                 continue  # no answer: offline
             facts = reservation_facts(found, lookup.zone)
-        problems += reservation_problems(lookup, cfg.tpu_pools[lookup.pool_index], facts)
+        problems += lookup_problems(lookup, cfg.tpu_pools[lookup.pool_index], facts,
+                                    Source.config(f"{POOLS}[{lookup.pool_index}]", SlicePoolSpec))
     return problems

@@ -22,7 +22,7 @@ import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
 
 from tpuplane.components.options import child_options
-from tpuplane.infra.pathways.args import SidecarBuild, sidecar_build
+from tpuplane.infra.pathways.args import SidecarBuild, read_sidecar_build
 from tpuplane.infra.pathways.sidecar_image import DOCKERFILE, image_tag
 from tpuplane.runtime.sidecar_wheel import WHEEL_FOLDER, build_runtime_wheel
 
@@ -59,9 +59,9 @@ class SidecarImage(pulumi.ComponentResource):
 
     @staticmethod
     def check(args: SidecarImageArgs) -> SidecarBuild:
-        """Everything that would stop the build, before any resource (see `sidecar_build`). A stack program calls
-        it before its first resource; the constructor calls it again for library users."""
-        return sidecar_build(args)
+        """Everything that would stop the build, before any resource (see `read_sidecar_build`): a program calls
+        it before its first resource and passes what it returns as the Args, which are then not read again."""
+        return read_sidecar_build(args)
 
     def __init__(self, name: str, args: SidecarImageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         build = self.check(args)

@@ -1,23 +1,23 @@
 """`TpuSlicePool`: one GKE node pool per TPU slice of a group, from `infra.fleet.nodepools` plans, on any cluster."""
 
-from typing import NotRequired, Optional, TypedDict
+import dataclasses
+from typing import Mapping, NotRequired, Optional, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.options import child_options
-from tpuplane.infra.args import given
-from tpuplane.infra.batch.platform import kueue_pool_of
-from tpuplane.infra.config import TpuPoolConfig
+from tpuplane.infra.args import Source
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.fleet.args import (
-    PENDING_RESERVATION,
-    pending_reservation_problems,
-    slice_pool_cluster_name,
-    slice_pool_config,
-)
 from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
+from tpuplane.infra.fleet.pools import (
+    PENDING_RESERVATION,
+    POOL_ARGS,
+    SlicePoolSpec,
+    pending_reservation_problems,
+    read_slice_pool,
+)
 from tpuplane.infra.fleet.nodepools import PoolGroupPlan, SlicePoolPlan, plan_slice_group
 
 
@@ -126,11 +126,25 @@ class TpuSlicePoolArgs(TypedDict):
     """The service that holds `dedicated_slices`: its name labels and taints those pools."""
 
 
-def _checked_reservation(pool: TpuPoolConfig, value: object, project: str) -> str:
-    problems = pending_reservation_problems(pool, value, project)
+_SOURCE = Source.args(POOL_ARGS, SlicePoolSpec)
+
+
+def _checked_reservation(pool: SlicePoolSpec, value: object) -> str:
+    problems = pending_reservation_problems(pool, value, _SOURCE)
     if problems:
         raise ConfigError(problems)
     return str(value)
+
+
+def _read(name: str, args: object) -> SlicePoolSpec:
+    """The Args read, the group named after the component unless they name it."""
+    try:
+        return read_slice_pool(args, _SOURCE, supplied={"group": name})
+    except ConfigError as exc:
+        if isinstance(args, Mapping) and args.get("group") is None:  # the component's name stood in
+            raise ConfigError([dataclasses.replace(p, hint=p.hint or "the group name defaults to the component's name")
+                               if p.path == _SOURCE.path("group") else p for p in exc.problems]) from None
+        raise
 
 
 class TpuSlicePool(pulumi.ComponentResource):
@@ -145,19 +159,16 @@ class TpuSlicePool(pulumi.ComponentResource):
     """tpu7/tpu7x multi-host groups: the HIGH_THROUGHPUT workload policy their pools use (else unset)."""
 
     def __init__(self, name: str, args: TpuSlicePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        args = given(args, "TpuSlicePoolArgs")  # None means unset, as for any Pulumi input
-        reservation = args.get("reservation")
+        reservation = args.get("reservation") if isinstance(args, Mapping) else None
         pending = isinstance(reservation, pulumi.Output)  # another resource's name, known once it exists
-        pool = slice_pool_config(name, {**args, "reservation": PENDING_RESERVATION} if pending else args)
+        # every check before the component registers anything (Args a stack config already read pass as they are)
+        pool = _read(name, {**args, "reservation": PENDING_RESERVATION} if pending else args)
         if pending:  # the rest of the rules judge it once the other resource gives its name
-            reservation = reservation.apply(lambda value: _checked_reservation(pool, value, args["project"]))
-        dedicated = args.get("dedicated_slices", 0)
-        plan = plan_slice_group(pool, cluster_name=slice_pool_cluster_name(args) or "", dedicated_slices=dedicated,
-                                dedicated_owner=args.get("dedicated_owner"))
+            reservation = reservation.apply(lambda value: _checked_reservation(pool, value))
+        plan = plan_slice_group(pool)
         super().__init__("tpuplane:index:TpuSlicePool", name, {}, opts)
         self._plan = plan
-        self._dedicated_slices = dedicated
-        project, zone = args["project"], args["zone"]
+        project, zone = pool.project, pool.zone
         self._workload_policy = None
         policy_name = None
         if plan.workload_policy is not None:
@@ -171,8 +182,8 @@ class TpuSlicePool(pulumi.ComponentResource):
         self._node_pools = [
             gcp.container.NodePool(
                 slice_pool.name,
-                **_node_pool_args(slice_pool, project=project, location=args["location"], zone=zone,
-                                  cluster=args["cluster"], service_account=args.get("service_account"),
+                **_node_pool_args(slice_pool, project=project, location=pool.location, zone=zone,
+                                  cluster=pool.cluster, service_account=pool.service_account,
                                   policy_name=policy_name, reservation=reservation if pending else None),
                 # Pools that scale from zero are sized by the autoscaler; only their first size is ours.
                 opts=child_options(self, opts, depends_on=[self._workload_policy] if self._workload_policy else (),
@@ -204,4 +215,4 @@ class TpuSlicePool(pulumi.ComponentResource):
     @property
     def kueue_pool(self) -> "KueuePoolArgs":
         """This group as `BatchStackArgs.pools` describes a pool group, so Kueue's quotas follow it."""
-        return kueue_pool_of(self._plan.config, dedicated_slices=self._dedicated_slices)
+        return KueuePoolArgs(**self._plan.config.kueue_pool.model_dump(mode="json", exclude_none=True))

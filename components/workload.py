@@ -18,8 +18,9 @@ import pulumi
 from tpuplane.components.batch_args import BatchStackArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import child_options
-from tpuplane.infra.args import given
-from tpuplane.infra.batch.args import image_cache_manifest, rendered_workload
+from tpuplane.infra.args import Source
+from tpuplane.infra.batch.args import rendered_workload
+from tpuplane.infra.batch.image_cache import IMAGE_CACHE_ARGS, ImageCacheSpec, read_image_cache, render_image_cache
 from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
 from tpuplane.infra.batch.workload import TpuWorkloadSpec, render_tpu_jobset
 
@@ -68,7 +69,6 @@ class TpuWorkload(pulumi.ComponentResource):
     """Its namespace (the LocalQueue's)."""
 
     def __init__(self, name: str, args: TpuWorkloadArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        args = given(args, "TpuWorkloadArgs")  # None means unset, as for any Pulumi input
         manifest = rendered_workload(args, "TpuWorkloadArgs", "workload", TpuWorkloadSpec, render_tpu_jobset)
         super().__init__("tpuplane:index:TpuWorkload", name, {}, opts)
         self.jobset = manifest_resource(manifest, jobset_options(self, opts))
@@ -84,7 +84,6 @@ class TpuExperiment(pulumi.ComponentResource):
     """The trials' JobSet names, in trial order."""
 
     def __init__(self, name: str, args: TpuExperimentArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        args = given(args, "TpuExperimentArgs")  # None means unset, as for any Pulumi input
         manifests = rendered_workload(args, "TpuExperimentArgs", "experiment", ExperimentSpec, render_experiment)
         super().__init__("tpuplane:index:TpuExperiment", name, {}, opts)
         self.jobsets = [manifest_resource(m, jobset_options(self, opts)) for m in manifests]
@@ -99,9 +98,9 @@ class ImageCache(pulumi.ComponentResource):
     """The images it keeps, deduplicated, in pull order."""
 
     def __init__(self, name: str, args: ImageCacheArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        args = given(args, "ImageCacheArgs")  # None means unset, as for any Pulumi input
-        manifest = image_cache_manifest(args)
+        spec = read_image_cache(args, Source.args(IMAGE_CACHE_ARGS, ImageCacheSpec))
+        manifest = render_image_cache(spec)
         super().__init__("tpuplane:index:ImageCache", name, {}, opts)
         self.daemonset = manifest_resource(manifest, child_options(self, opts))
-        self.images = pulumi.Output.from_input(list(dict.fromkeys(args["images"])))
+        self.images = pulumi.Output.from_input(list(dict.fromkeys(spec.images)))
         self.register_outputs({"images": self.images})

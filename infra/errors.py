@@ -29,6 +29,12 @@ class Problem:
         return redact_text(f"{text}. Hint: {self.hint}" if self.hint else text)
 
 
+    @property
+    def subject(self) -> tuple[str, str]:
+        """Where and what: two problems about the same value at the same path are about one thing."""
+        return self.path, _shown(self.given)
+
+
 def _shown(given: object) -> str:
     """The given value as a message shows it: huge integers by size (their repr can raise), long values cut."""
     if isinstance(given, int) and not isinstance(given, bool) and given.bit_length() > 64:

@@ -22,6 +22,11 @@ K8S_LABEL_VALUE_MAX = 63
 POD_NAME_SUFFIX = "-abcde"
 GKE_NAME = re.compile(f"(?=.{{1,{GKE_NAME_MAX}}}$){DNS_LABEL.pattern}")  # a cluster or node pool name
 K8S_NAME = re.compile(f"(?=.{{1,{K8S_LABEL_VALUE_MAX}}}$){DNS_LABEL.pattern}")  # a namespace, at most 63
+# A reservation a pool consumes: its name, or its path in a project, optionally one of its blocks.
+RESERVATION_PATH = re.compile(
+    r"^(projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/reservations/)?(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
+    r"(?P<block>/reservationBlocks/[a-z0-9][-a-z0-9]*(/reservationSubBlocks/[a-z0-9][-a-z0-9]*)?)?$"
+)
 
 
 def node_pool_name(group: str, slice_index: int) -> str:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tpuplane.infra.config import Capacity
+from tpuplane.infra.fleet.pools import Capacity
 from tpuplane.infra.fleet.capacity import CAPACITY_MODES, capacity_mode
 
 

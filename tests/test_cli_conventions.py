@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tpuplane.cli.main import app
 from tpuplane.infra.batch.kueue_config import PRIORITIES
-from tpuplane.infra.config import Capacity
+from tpuplane.infra.fleet.pools import Capacity
 
 
 def tpuplane(*args: str):

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tpuplane.infra.config import Capacity, load_stack_config
+from tpuplane.infra.fleet.pools import Capacity
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError, Problem
 
 DELETE = object()  # an edit that removes the key
@@ -53,7 +54,7 @@ def test_load_stack_config_accepts_the_minimal_config_as_is(raw_config):
         ("big", "v5p-128", 2, Capacity.RESERVATION),
     ]
     assert cfg.pool_by_name("big").reservation == "v5p-res"
-    assert cfg.reservation_by_name("v5p-res").spec.machine_type == "ct5p-hightpu-4t"
+    assert cfg.stack_reservation(cfg.tpu_pools[1]).spec.machine_type == "ct5p-hightpu-4t"
 
 
 def test_load_stack_config_defaults_are_safe_for_production(raw_config):

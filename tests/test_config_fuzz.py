@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tpuplane.infra.fleet.catalog import all_tpu_names, allowed_machine_types, resolve_tpu_type
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.k8s_validation import manifest_errors
 from tpuplane.infra.batch.kueue_config import PRIORITIES

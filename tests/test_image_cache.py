@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
+from tpuplane.infra.args import Source
+from tpuplane.infra.batch.image_cache import IMAGE_CACHE_ARGS, ImageCacheSpec, read_image_cache, render_image_cache
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.batch.image_cache import render_image_cache
 from tpuplane.infra.k8s_validation import manifest_errors
+
+SOURCE = Source.args(IMAGE_CACHE_ARGS, ImageCacheSpec)
+
+
+def cache(images: list[str], **fields: str) -> dict:
+    return render_image_cache(read_image_cache({"images": images, **fields}, SOURCE))
 
 
 def test_image_cache_pulls_each_image_in_an_init_container_then_pauses():
-    ds = render_image_cache(["a/train:1", "a/serve:2", "a/train:1"])
+    ds = cache(["a/train:1", "a/serve:2", "a/train:1"])
     pod = ds["spec"]["template"]["spec"]
     assert [c["image"] for c in pod["initContainers"]] == ["a/train:1", "a/serve:2"]
     assert all(c["command"] == ["/bin/sh", "-c", "true"] for c in pod["initContainers"])
@@ -18,23 +25,24 @@ def test_image_cache_pulls_each_image_in_an_init_container_then_pauses():
 
 
 def test_image_cache_selects_tpu_nodes_and_tolerates_their_taints():
-    pod = render_image_cache(["a/train:1"])["spec"]["template"]["spec"]
+    pod = cache(["a/train:1"])["spec"]["template"]["spec"]
     [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [{"key": "cloud.google.com/gke-tpu-accelerator", "operator": "Exists"}]
     assert {t["key"] for t in pod["tolerations"]} == {"google.com/tpu", "cloud.google.com/gke-queued"}
 
 
 def test_image_cache_is_a_valid_daemonset():
-    assert manifest_errors(render_image_cache(["a/train:1", "b/x@sha256:" + "0" * 64])) == []
+    assert manifest_errors(cache(["a/train:1", "b/x@sha256:" + "0" * 64])) == []
 
 
-@pytest.mark.parametrize("images, path", [([], "images"), (["has space"], "images[0]")])
+@pytest.mark.parametrize("images, path", [([], "ImageCacheArgs.images"), (["has space"], "ImageCacheArgs.images[0]")])
 def test_image_cache_bad_images_are_refused(images, path):
     with pytest.raises(ConfigError) as exc:
-        render_image_cache(images)
+        cache(images)
     assert [p.path for p in exc.value.problems] == [path]
 
 
 def test_image_cache_bad_name_is_refused():
-    with pytest.raises(ConfigError):
-        render_image_cache(["a:1"], name="Image_Cache")
+    with pytest.raises(ConfigError) as exc:
+        cache(["a:1"], cache_name="Image_Cache")
+    assert [p.path for p in exc.value.problems] == ["ImageCacheArgs.cache_name"]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tpuplane.infra.batch import kueue
 from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.k8s_validation import manifest_errors
 from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
@@ -73,8 +73,8 @@ def pool_capacity(cfg) -> dict[str, int]:
     """The catalog's chips per slice times the slices Kueue admits to, per flavor."""
     capacity: dict[str, int] = {}
     for pool in cfg.tpu_pools:
-        name = kueue.pool_flavor_name(cfg.batch_platform, pool)
-        chips = resolve_tpu_type(pool.tpu_type, machine_type=pool.machine_type).chips * cfg.batch_platform.queued_slices(pool)
+        name = kueue.pool_flavor_name(cfg.batch, pool)
+        chips = resolve_tpu_type(pool.tpu_type, machine_type=pool.machine_type).chips * pool.queued_slices
         if chips:
             capacity[name] = capacity.get(name, 0) + chips
     return capacity
@@ -86,7 +86,7 @@ def test_cluster_queues_quota_equals_pool_capacity_for_every_flavor(pools, teams
     cfg = stack(pools, teams)
     assert pool_capacity(cfg)  # every config has capacity to split
     totals: dict[str, int] = {}
-    for cq in kueue.render_cluster_queues(cfg.batch_platform):
+    for cq in kueue.render_cluster_queues(cfg.batch):
         for flavor, chips in tpu_quota(cq).items():
             totals[flavor] = totals.get(flavor, 0) + chips
     assert totals == pool_capacity(cfg)
@@ -96,7 +96,7 @@ def test_cluster_queues_quota_equals_pool_capacity_for_every_flavor(pools, teams
 def test_cluster_queues_quota_leaves_out_slices_dedicated_to_a_service(teams):
     cfg = stack(DEDICATED_POOLS, teams, pathways=PATHWAYS)
     totals: dict[str, int] = {}
-    for cq in kueue.render_cluster_queues(cfg.batch_platform):
+    for cq in kueue.render_cluster_queues(cfg.batch):
         for flavor, chips in tpu_quota(cq).items():
             totals[flavor] = totals.get(flavor, 0) + chips
     assert totals == pool_capacity(cfg) == {"tpu-v6e-slice-4x4": 16, "tpu-v6e-slice-4x4-spot": 32}
@@ -104,13 +104,13 @@ def test_cluster_queues_quota_leaves_out_slices_dedicated_to_a_service(teams):
 
 def test_pool_wholly_dedicated_to_a_service_has_no_flavor():
     cfg = stack(DEDICATED_POOLS, pathways={**PATHWAYS, "slices": 3})
-    assert [f.name for f in kueue.tpu_flavors(cfg.batch_platform)] == ["tpu-v6e-slice-4x4-spot"]
+    assert [f.name for f in kueue.tpu_flavors(cfg.batch)] == ["tpu-v6e-slice-4x4-spot"]
 
 
 def test_team_quotas_are_whole_slices():
     """4 slices of 16 chips at 0.5 / 0.3 / 0.2: 2 / 1.2 / 0.8 slices -> 2 / 1 / 1, never 32 / 19 / 13 chips."""
     teams = [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.3}]
-    quotas = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], teams).batch_platform))
+    quotas = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], teams).batch))
     assert {q: e["tpu-v6e-slice-4x4-spot"]["nominalQuota"] for q, e in quotas.items()} == {
         "a": 32, "b": 16, "unassigned": 16}
 
@@ -129,7 +129,7 @@ def test_team_quotas_are_multiples_of_the_flavor_slice(shares, slack, big, small
     except ConfigError:  # a team with less than a slice of every flavor is refused (tested below)
         return
     per_slice = {"tpu-v5p-slice-4x4x4": 64, "tpu7x-2x2x1": 4}
-    for entries in tpu_entries(kueue.render_cluster_queues(cfg.batch_platform)).values():
+    for entries in tpu_entries(kueue.render_cluster_queues(cfg.batch)).values():
         for flavor, entry in entries.items():
             for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
                 assert entry.get(key, 0) % per_slice[flavor] == 0
@@ -137,7 +137,7 @@ def test_team_quotas_are_multiples_of_the_flavor_slice(shares, slack, big, small
 
 def test_team_limits_are_whole_slices_rounded_down():
     teams = [{"name": "a", "share": 0.5, "borrowingLimit": 0.3, "lendingLimit": 0.75}]  # of 4 x 16 chips
-    entry = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], teams).batch_platform))["a"]
+    entry = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], teams).batch))["a"]
     # borrowing 0.3 x 4 = 1.2 -> 1 slice; lending 0.75 x 2 = 1.5 -> 1 slice
     assert entry["tpu-v6e-slice-4x4-spot"] == {"name": TPU_RESOURCE, "nominalQuota": 32, "borrowingLimit": 16,
                                                "lendingLimit": 16}
@@ -155,14 +155,14 @@ def test_team_with_less_than_a_slice_of_every_flavor_is_refused():
 def test_team_with_a_slice_of_some_flavor_is_accepted():
     teams = [{"name": "a", "share": 0.9}, {"name": "tiny", "share": 0.1, "borrowingLimit": 0}]
     pools = [{"name": "p", "tpuType": "v6e-16", "slices": 2}, {"name": "q", "tpuType": "tpu7x-8", "slices": 10}]
-    quotas = tpu_entries(kueue.render_cluster_queues(stack(pools, teams).batch_platform))["tiny"]
+    quotas = tpu_entries(kueue.render_cluster_queues(stack(pools, teams).batch))["tiny"]
     assert {f: e["nominalQuota"] for f, e in quotas.items()} == {"tpu-v6e-slice-4x4": 0, "tpu7x-2x2x1": 4}
 
 
 def test_team_with_less_than_a_slice_but_free_to_borrow_is_accepted():
     teams = [{"name": "a", "share": 0.9}, {"name": "tiny", "share": 0.1}]  # no borrowing limit
     quotas = tpu_entries(kueue.render_cluster_queues(stack([{"name": "p", "tpuType": "v6e-16", "slices": 2}],
-                                                           teams).batch_platform))
+                                                           teams).batch))
     assert quotas["tiny"]["tpu-v6e-slice-4x4"]["nominalQuota"] == 0
 
 
@@ -170,7 +170,7 @@ def test_flavors_one_per_shape_and_capacity_mode_in_capacity_order():
     """On-demand and flex-start pools of one shape get two flavors: their nodes differ, and a workload asks
     for one of them."""
     cfg = stack(POOL_CONFIGS["mixed"] + POOL_CONFIGS["same-shape-two-pools"])
-    names = [f["metadata"]["name"] for f in kueue.render_flavors(cfg.batch_platform, "cpu")]
+    names = [f["metadata"]["name"] for f in kueue.render_flavors(cfg.batch)]
     assert names == ["tpu-v5p-slice-4x4x4", "tpu-v6e-slice-4x4", "tpu7x-2x2x1", "tpu-v6e-slice-4x4-flex-start",
                      "tpu-v5-lite-podslice-4x4-spot", "tpu-v6e-slice-4x4-spot", "tpu-v6e-slice-4x4-queued", "cpu"]
 
@@ -182,12 +182,12 @@ def test_reservation_pool_gets_its_own_flavor_selecting_reservation_nodes():
                                "reservation": "r"}],
         "tpuplane:reservations": [{"name": "r", "tpuType": "v6e-16", "slices": 2}]})
     flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"]["tpuplane.dev/capacity"]
-               for f in kueue.render_flavors(cfg.batch_platform, "cpu")[:-1]}
+               for f in kueue.render_flavors(cfg.batch)[:-1]}
     assert flavors == {"tpu-v6e-slice-4x4-reservation": "reservation", "tpu-v6e-slice-4x4": "on-demand"}
 
 
 def test_spot_flavor_selects_spot_nodes_and_tolerates_tpu_taint():
-    flavor = kueue.render_flavors(stack(POOL_CONFIGS["one-spot-pool"]).batch_platform, "cpu")[0]
+    flavor = kueue.render_flavors(stack(POOL_CONFIGS["one-spot-pool"]).batch)[0]
     assert flavor["spec"]["nodeLabels"] == {"cloud.google.com/gke-spot": "true",
                                             "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
                                             "cloud.google.com/gke-tpu-topology": "4x4",
@@ -203,22 +203,22 @@ def test_one_shape_on_two_machine_types_gets_two_flavors():
              {"name": "one", "tpuType": "v6e-8", "machineType": "ct6e-standard-8t", "slices": 3}]
     cfg = stack(pools)
     flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"]["node.kubernetes.io/instance-type"]
-               for f in kueue.render_flavors(cfg.batch_platform, "cpu")[:-1]}
+               for f in kueue.render_flavors(cfg.batch)[:-1]}
     assert flavors == {"tpu-v6e-slice-2x4-ct6e-standard-4t": "ct6e-standard-4t",
                        "tpu-v6e-slice-2x4-ct6e-standard-8t": "ct6e-standard-8t"}
-    [cq] = kueue.render_cluster_queues(cfg.batch_platform)
+    [cq] = kueue.render_cluster_queues(cfg.batch)
     assert tpu_quota(cq) == {"tpu-v6e-slice-2x4-ct6e-standard-4t": 16, "tpu-v6e-slice-2x4-ct6e-standard-8t": 24}
 
 
 def test_cpu_flavor_selects_the_named_cpu_pool():
-    cpu = kueue.render_flavors(stack([]).batch_platform, "system")[-1]
+    cpu = kueue.render_flavors(stack([]).batch.model_copy(update={"cpu_pool_name": "system"}))[-1]
     assert cpu["spec"] == {"nodeLabels": {"cloud.google.com/gke-nodepool": "system"}}
 
 
 def test_single_queue_is_xpks_cluster_queue_and_multislice_queue_in_default():
     cfg = stack(POOL_CONFIGS["one-spot-pool"])
-    [cq] = kueue.render_cluster_queues(cfg.batch_platform)
-    [lq] = kueue.render_local_queues(cfg.batch_platform)
+    [cq] = kueue.render_cluster_queues(cfg.batch)
+    [lq] = kueue.render_local_queues(cfg.batch)
     assert cq["metadata"]["name"] == "cluster-queue"
     assert cq["spec"]["namespaceSelector"] == {}
     assert cq["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
@@ -229,7 +229,7 @@ def test_single_queue_is_xpks_cluster_queue_and_multislice_queue_in_default():
 
 def test_cluster_queue_cpu_flavor_comes_first_with_the_cpu_pool_and_no_tpu():
     cfg = stack([], None)  # default cpu pool: n2-standard-16, up to 10 nodes
-    [cq] = kueue.render_cluster_queues(cfg.batch_platform)
+    [cq] = kueue.render_cluster_queues(cfg.batch)
     [group] = cq["spec"]["resourceGroups"]
     assert group["coveredResources"] == [TPU_RESOURCE, "cpu", "memory"]
     assert group["flavors"][0] == {"name": "cpu", "resources": [
@@ -240,7 +240,7 @@ def test_cluster_queue_cpu_flavor_comes_first_with_the_cpu_pool_and_no_tpu():
 def test_cluster_queue_tpu_flavor_carries_cpu_and_memory_of_its_host_vms():
     """A TPU pod that also asks for cpu/memory gets all three from its TPU flavor (one resource group), so Kueue
     never merges the CPU pool's node label into its selector: 2 slices of v6e-16 = 8 ct6e-standard-4t hosts."""
-    [cq] = kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"]).batch_platform)
+    [cq] = kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"]).batch)
     [group] = cq["spec"]["resourceGroups"]
     [tpu] = [f for f in group["flavors"] if f["name"] == "tpu-v6e-slice-4x4-spot"]
     host = gke_allocatable(machine_shape("ct6e-standard-4t"))
@@ -250,20 +250,20 @@ def test_cluster_queue_tpu_flavor_carries_cpu_and_memory_of_its_host_vms():
 
 
 def test_cluster_queue_flavors_list_every_covered_resource_in_order():
-    for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS).batch_platform):
+    for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS).batch):
         for group in cq["spec"]["resourceGroups"]:
             for flavor in group["flavors"]:
                 assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
 
 
 def test_resource_appears_in_one_group_only():
-    for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS).batch_platform):
+    for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS).batch):
         covered = [r for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]]
         assert len(covered) == len(set(covered))
 
 
 def test_teams_get_cohort_namespace_selector_and_reclaim():
-    cqs = {cq["metadata"]["name"]: cq for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS).batch_platform)}
+    cqs = {cq["metadata"]["name"]: cq for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], TEAMS).batch)}
     assert sorted(cqs) == ["prod", "research", "unassigned"]
     assert {cq["spec"]["cohortName"] for cq in cqs.values()} == {"tpuplane"}
     assert cqs["prod"]["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "serving"}}
@@ -272,7 +272,7 @@ def test_teams_get_cohort_namespace_selector_and_reclaim():
 
 
 def test_team_limits_are_fractions_in_whole_slices():
-    entries = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], TEAMS).batch_platform))
+    entries = tpu_entries(kueue.render_cluster_queues(stack(POOL_CONFIGS["one-spot-pool"], TEAMS).batch))
     # 4 slices of 16 chips: research 0.5 -> 2 slices, borrowing 0.25 x 4 -> 1; prod 0.3 -> 1.2 -> 1 slice,
     # lending 0.5 x 1 -> 0; unassigned 0.2 -> 0.8 -> 1 (the largest remainder).
     assert entries["research"]["tpu-v6e-slice-4x4-spot"] == {"name": TPU_RESOURCE, "nominalQuota": 32,
@@ -285,24 +285,24 @@ def test_team_limits_are_fractions_in_whole_slices():
 def test_team_local_queues_live_in_team_namespaces():
     cfg = stack(POOL_CONFIGS["one-spot-pool"], TEAMS)
     assert [(q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"])
-            for q in kueue.render_local_queues(cfg.batch_platform)] == [("research", "research", "research"),
+            for q in kueue.render_local_queues(cfg.batch)] == [("research", "research", "research"),
                                                          ("serving", "prod", "prod")]
-    assert [n["metadata"]["name"] for n in kueue.render_team_namespaces(cfg.batch_platform)] == ["research", "serving"]
+    assert [n["metadata"]["name"] for n in kueue.render_team_namespaces(cfg.batch)] == ["research", "serving"]
 
 
 def test_full_shares_leave_no_unassigned_queue():
     teams = [{"name": "a", "share": 0.25}, {"name": "b", "share": 0.75}]
-    names = [cq["metadata"]["name"] for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], teams).batch_platform)]
+    names = [cq["metadata"]["name"] for cq in kueue.render_cluster_queues(stack(POOL_CONFIGS["mixed"], teams).batch)]
     assert names == ["a", "b"]
 
 
 def test_queued_flavor_gets_provisioning_check_through_admission_checks_strategy():
     cfg = stack(POOL_CONFIGS["mixed"])
-    [cq] = kueue.render_cluster_queues(cfg.batch_platform)
+    [cq] = kueue.render_cluster_queues(cfg.batch)
     assert "admissionChecks" not in cq["spec"]  # v1beta2 has only the strategy
     assert cq["spec"]["admissionChecksStrategy"] == {
         "admissionChecks": [{"name": "dws-prov", "onFlavors": ["tpu-v6e-slice-4x4-queued"]}]}
-    prc, check = kueue.render_provisioning(cfg.batch_platform)
+    prc, check = kueue.render_provisioning(cfg.batch)
     assert prc["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
     assert prc["spec"]["managedResources"] == [TPU_RESOURCE]
     assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
@@ -311,8 +311,8 @@ def test_queued_flavor_gets_provisioning_check_through_admission_checks_strategy
 
 def test_no_queued_pool_no_provisioning_objects():
     cfg = stack(POOL_CONFIGS["one-spot-pool"])
-    assert kueue.render_provisioning(cfg.batch_platform) == []
-    assert "admissionChecksStrategy" not in kueue.render_cluster_queues(cfg.batch_platform)[0]["spec"]
+    assert kueue.render_provisioning(cfg.batch) == []
+    assert "admissionChecksStrategy" not in kueue.render_cluster_queues(cfg.batch)[0]["spec"]
 
 
 def test_priorities_exist_for_kueue_and_for_pods():
@@ -340,28 +340,28 @@ def test_team_split_sums_to_capacity_for_any_shares(shares, slack, slices):
     total = sum(shares) + slack
     teams = [{"name": f"t{i}", "share": s / total} for i, s in enumerate(shares)]
     cfg = stack([{"name": "p", "tpuType": "v6e-16", "slices": slices}], teams)
-    quotas = kueue.cluster_queue_quotas(cfg.batch_platform)
+    quotas = kueue.cluster_queue_quotas(cfg.batch)
     assert sum(q.slices["tpu-v6e-slice-4x4"] for q in quotas) == slices
-    assert sum(q.cpu for q in quotas) == kueue.cpu_pool_quota(cfg.batch_platform)[0]
-    assert sum(q.memory_mib for q in quotas) == kueue.cpu_pool_quota(cfg.batch_platform)[1]
+    assert sum(q.cpu for q in quotas) == kueue.cpu_pool_quota(cfg.batch)[0]
+    assert sum(q.memory_mib for q in quotas) == kueue.cpu_pool_quota(cfg.batch)[1]
 
 
 def test_controller_sizing_follows_xpks_formula():
     # 4 slices x 4 VMs + 2 slices x 16 VMs + 10 CPU nodes = 58 nodes: the floors apply.
     cfg = stack([{"name": "a", "tpuType": "v6e-16", "slices": 4}, {"name": "b", "tpuType": "v5p-128", "slices": 2}])
-    assert kueue.controller_node_count(cfg.batch_platform) == 58
-    values = kueue.kueue_helm_values(cfg.batch_platform, "cpu")["controllerManager"]["manager"]["resources"]
+    assert kueue.controller_node_count(cfg.batch) == 58
+    values = kueue.kueue_helm_values(cfg.batch)["controllerManager"]["manager"]["resources"]
     assert values["limits"] == {"cpu": "2", "memory": "4096Mi"}
     big = stack([{"name": "a", "tpuType": "v5p-128", "slices": 200}])  # 3200 + 10 nodes
-    assert kueue.kueue_helm_values(big.batch_platform, "cpu")["controllerManager"]["manager"]["resources"]["limits"] == {
+    assert kueue.kueue_helm_values(big.batch)["controllerManager"]["manager"]["resources"]["limits"] == {
         "cpu": "13", "memory": "102720Mi"}
-    assert kueue.jobset_helm_values(big.batch_platform, "cpu")["controller"]["resources"]["limits"]["memory"] == "4096Mi"
+    assert kueue.jobset_helm_values(big.batch)["controller"]["resources"]["limits"]["memory"] == "4096Mi"
     huge = stack([{"name": "a", "tpuType": "v5p-128", "slices": 300}])  # 4810 nodes x 1.2 MiB
-    assert kueue.jobset_helm_values(huge.batch_platform, "cpu")["controller"]["resources"]["limits"]["memory"] == "5772Mi"
+    assert kueue.jobset_helm_values(huge.batch)["controller"]["resources"]["limits"]["memory"] == "5772Mi"
 
 
 def manager_config(cfg) -> dict[str, Any]:
-    return yaml.safe_load(kueue.kueue_helm_values(cfg.batch_platform, "cpu")["managerConfig"]["controllerManagerConfigYaml"])
+    return yaml.safe_load(kueue.kueue_helm_values(cfg.batch)["managerConfig"]["controllerManagerConfigYaml"])
 
 
 def test_kueue_configuration_enables_jobset_integration():
@@ -388,7 +388,7 @@ def test_kueue_configuration_leaves_the_pathways_service_namespace_unmanaged():
 
 def test_controllers_tolerate_gke_managed_components_and_run_on_cpu_pool():
     cfg = stack([])
-    kueue_release, jobset_release = kueue.controller_releases(cfg.batch_platform, "cpu")
+    kueue_release, jobset_release = kueue.controller_releases(cfg.batch)
     for placement in (kueue_release.values["controllerManager"], jobset_release.values["controller"]):
         assert placement["tolerations"] == [kueue.GKE_MANAGED_TOLERATION]
         assert placement["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu"}
@@ -400,7 +400,7 @@ def test_controllers_tolerate_gke_managed_components_and_run_on_cpu_pool():
 
 def test_versions_are_configurable():
     kueue_release, jobset_release = kueue.controller_releases(
-        stack([], version="0.18.0", jobsetVersion="0.11.1").batch_platform, "cpu")
+        stack([], version="0.18.0", jobsetVersion="0.11.1").batch)
     assert (kueue_release.version, jobset_release.version) == ("0.18.0", "0.11.1")
 
 
@@ -419,8 +419,8 @@ def test_webhook_probe_dry_run_creates_a_resource_flavor_with_least_privilege():
 @pytest.mark.parametrize("teams", [None, TEAMS], ids=["single-queue", "teams"])
 def test_every_rendered_object_is_valid(teams):
     cfg = stack(POOL_CONFIGS["mixed"], teams)
-    objs = (kueue.render_queue_objects(cfg.batch_platform, "cpu") + kueue.render_priority_classes()
-            + kueue.render_team_namespaces(cfg.batch_platform) + kueue.render_webhook_probe(cfg.kueue.version))
+    objs = (kueue.render_queue_objects(cfg.batch) + kueue.render_priority_classes()
+            + kueue.render_team_namespaces(cfg.batch) + kueue.render_webhook_probe(cfg.batch.kueue_version))
     assert [e for o in objs for e in manifest_errors(o)] == []
 
 
@@ -431,7 +431,7 @@ def test_rendering_does_not_depend_on_pool_or_team_order():
     pool_orders = [pools, pools[::-1], pools[3:] + pools[:3], pools[::2] + pools[1::2]]
 
     def render(cfg) -> str:
-        return yaml.safe_dump_all(kueue.render_queue_objects(cfg.batch_platform, "cpu") + [kueue.kueue_helm_values(cfg.batch_platform, "cpu")],
+        return yaml.safe_dump_all(kueue.render_queue_objects(cfg.batch) + [kueue.kueue_helm_values(cfg.batch)],
                                   sort_keys=True)
 
     renders = {render(stack(p, list(t))) for p in pool_orders for t in itertools.permutations(teams)}
@@ -442,5 +442,5 @@ def test_flavors_of_one_shape_select_disjoint_nodes_by_capacity_class():
     """An on-demand flavor must not match spot nodes of the same shape (Kueue injects these selectors)."""
     pools = [{"name": "od", "tpuType": "v6e-16", "capacity": "on-demand"},
              {"name": "sp", "tpuType": "v6e-16", "capacity": "spot"}]
-    standard, spot = [f["spec"]["nodeLabels"] for f in kueue.render_flavors(stack(pools).batch_platform, "cpu")[:2]]
+    standard, spot = [f["spec"]["nodeLabels"] for f in kueue.render_flavors(stack(pools).batch)[:2]]
     assert standard["tpuplane.dev/capacity"] != spot["tpuplane.dev/capacity"]

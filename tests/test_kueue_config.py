@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 
 BASE: dict[str, Any] = {
@@ -28,14 +28,14 @@ def problems_for(kueue: dict[str, Any], **cluster: Any) -> list:
 
 def test_kueue_config_defaults_pin_versions():
     cfg = load_stack_config(BASE)
-    assert (cfg.kueue.version, cfg.kueue.jobset_version, cfg.kueue.teams) == ("0.19.2", "0.12.0", [])
+    assert (cfg.batch.kueue_version, cfg.batch.jobset_version, cfg.batch.teams) == ("0.19.2", "0.12.0", [])
 
 
 def test_kueue_config_accepts_teams_in_camel_case():
     cfg = load_stack_config(BASE | {"tpuplane:kueue": {"teams": [
         {"name": "a", "share": 0.5, "borrowingLimit": 0.1, "lendingLimit": 1}]}})
-    assert cfg.kueue.teams[0].borrowing_limit == 0.1
-    assert cfg.kueue.teams[0].team_namespace == "a"
+    assert cfg.batch.teams[0].borrowing_limit == 0.1
+    assert cfg.batch.teams[0].team_namespace == "a"
 
 
 def test_kueue_config_team_shares_exceeding_capacity_name_the_overflowing_team():

@@ -1,7 +1,7 @@
 """Specification of slice pool planning: the GKE node pool fields each capacity mode and TPU shape gets.
 
 Pure: configs go through `load_stack_config` (so every plan here is of a valid config) and then
-`plan_pool_group`; no Pulumi involved.
+`plan_slice_group`; no Pulumi involved.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.fleet.nodepools import (
     RESERVATION_KEY,
     Autoscaling,
@@ -19,7 +19,7 @@ from tpuplane.infra.fleet.nodepools import (
     ReservationAffinity,
     WorkloadPolicyPlan,
     chips_by_generation,
-    plan_pool_group,
+    plan_slice_group,
     plan_tpu_pools,
 )
 
@@ -35,7 +35,7 @@ def plan_pool(raw_config) -> Callable[..., PoolGroupPlan]:
         config["tpuplane:tpuPools"] = [pool]
         config["tpuplane:reservations"] = reservations or []
         cfg = load_stack_config(config)
-        return plan_pool_group(cfg, cfg.tpu_pools[0])
+        return plan_slice_group(cfg.tpu_pools[0])
 
     return plan
 
@@ -194,7 +194,7 @@ def test_pool_group_plan_chips_count_every_slice(plan_pool):
 def test_chips_by_generation_sums_groups_of_the_same_generation_sorted_by_name(raw_config):
     raw_config["tpuplane:tpuPools"] += [{"name": "eval", "tpuType": "v6e-8", "slices": 2},
                                         {"name": "iron", "tpuType": "tpu7x-16"}]
-    groups = plan_tpu_pools(load_stack_config(raw_config))
+    groups = plan_tpu_pools(load_stack_config(raw_config).tpu_pools)
 
     totals = chips_by_generation(groups)
 
@@ -203,7 +203,7 @@ def test_chips_by_generation_sums_groups_of_the_same_generation_sorted_by_name(r
 
 
 def test_plan_tpu_pools_plans_every_group_in_config_order(raw_config):
-    groups = plan_tpu_pools(load_stack_config(raw_config))
+    groups = plan_tpu_pools(load_stack_config(raw_config).tpu_pools)
 
     assert [(g.config.name, len(g.pools)) for g in groups] == [("train", 4), ("big", 2)]
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tpuplane.infra import stack_args
-from tpuplane.infra.config import load_stack_config
+from conftest import REPO
+
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.pathways.service import machine_shape, pathways_cpu_requirements, scratch_bucket_name
-from tpuplane.infra.pathways.args import service_plan
+from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
+from tpuplane.infra.pathways.config import plan_service
+from tpuplane.infra.pathways.service import pathways_cpu_requirements, scratch_bucket_name
+from tpuplane.infra.stack import load_stack_config
 
 BASE: dict[str, Any] = {
     "gcp:project": "acme-ml",
@@ -32,9 +33,8 @@ BASE: dict[str, Any] = {
 
 
 def service_plan_of(cfg):
-    """The service a stack plans: its config as the component's Args (the stack's own mapping), planned."""
-    args = {**stack_args.service_args(cfg), "node_service_account": "nodes@acme-ml.iam.gserviceaccount.com"}
-    return service_plan(cfg.pathways.name, args)
+    """The service a stack plans: the section read as the component's Args, planned as the component plans it."""
+    return plan_service(cfg.pathways)
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_service_plan_names_the_workload_policy_of_tpu7x_multi_host_pools(raw):
 
 def test_service_plan_admits_the_namespaces_of_kueue_teams(raw):
     plan = service_plan_of(load_stack_config(raw))
-    assert plan.client_namespaces == ["prod-ml", "research"]
+    assert plan.proxy_namespaces == ["prod-ml", "research"]
     assert plan.workload_identity_members("acme-ml") == [
         "serviceAccount:acme-ml.svc.id.goog[prod-ml/default]",
         "serviceAccount:acme-ml.svc.id.goog[pw/default]",
@@ -121,9 +121,10 @@ def test_service_plan_grants_the_default_namespace_without_teams(raw):
 
 
 def test_service_plan_sidecar_jax_defaults_to_the_service_jax(raw):
-    cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar={"requirements": "sidecar/requirements.txt"}))
+    cfg = load_stack_config(pathways(raw, jaxVersion="0.10.0", sidecar={"requirements": "sidecar/requirements.txt"}),
+                            project_dir=REPO)
     assert cfg.pathways.sidecar_jax_version == "0.10.0"
-    assert stack_args.sidecar_args(cfg, Path("/project"))["jax_version"] == "0.10.0"
+    assert cfg.sidecar.jax_version == "0.10.0"
 
 
 def test_service_plan_sidecar_jax_defaults_to_the_jax_tag_of_the_server_image(raw):
@@ -160,9 +161,8 @@ def test_pathways_rejects_sidecar_requirements_outside_the_build_context(raw, re
 
 
 def test_stack_runs_a_ready_sidecar_image_without_building(raw):
-    cfg = load_stack_config(pathways(raw, sidecar={"image": "us-docker.pkg.dev/p/r/side:v1"}))
-    assert (cfg.pathways.sidecar.image, stack_args.sidecar_args(cfg, Path("/project"))) == (
-        "us-docker.pkg.dev/p/r/side:v1", None)
+    cfg = load_stack_config(pathways(raw, sidecar={"image": "us-docker.pkg.dev/p/r/side:v1"}), project_dir=REPO)
+    assert (cfg.pathways.sidecar_image, cfg.sidecar) == ("us-docker.pkg.dev/p/r/side:v1", None)
 
 
 def test_scratch_bucket_name_stays_within_63_characters_and_unique():
@@ -303,10 +303,11 @@ def test_pathways_accepts_a_cpu_pool_that_holds_a_client_proxy(raw, machine):
     load_stack_config(raw)
 
 
-def test_pathways_cpu_requirements_exceed_the_proxy_pod():
+def test_pathways_cpu_requirements_are_the_proxy_pods_requests():
     need = pathways_cpu_requirements()
-    assert need.vcpus > 16 and need.memory_gib > 100 * 10**9 / 2**30
-    assert machine_shape("n2-standard-32").holds(need) and not machine_shape("n2-standard-16").holds(need)
+    assert (need.millicores, need.memory_mib) == (16_000, -(-100 * 10**9 // 2**20))
+    assert gke_allocatable(machine_shape("n2-standard-32")).holds(need)
+    assert not gke_allocatable(machine_shape("n2-standard-16")).holds(need)
 
 
 def test_pathways_reports_every_problem_at_once(raw):

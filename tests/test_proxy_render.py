@@ -17,6 +17,7 @@ from tpuplane.components.offline import run_under_mocks
 from tpuplane.infra.pathways import service as pathways
 from tpuplane.infra.pathways import proxy
 from tpuplane.infra.fleet.catalog import resolve_tpu_type
+from tpuplane.infra.args import Source
 from tpuplane.infra.errors import ConfigError
 
 K8S_VERSION = "1.30"
@@ -231,14 +232,14 @@ def test_render_janitor_is_deterministic(janitor_spec):
 
 
 @pytest.mark.parametrize("change, path", [
-    ({"namespace": "Team"}, "proxyJanitor.namespace"),
-    ({"image": ""}, "proxyJanitor.image"),
-    ({"schedule": "every 5 minutes"}, "proxyJanitor.schedule"),
-    ({"stale_after_seconds": 10}, "proxyJanitor.staleAfterSeconds"),
+    ({"namespace": "Team"}, "ProxyJanitorArgs.namespace"),
+    ({"image": ""}, "ProxyJanitorArgs.image"),
+    ({"schedule": "every 5 minutes"}, "ProxyJanitorArgs.schedule"),
+    ({"stale_after_seconds": 10}, "ProxyJanitorArgs.stale_after_seconds"),
 ])
 def test_janitor_problems_name_the_field(janitor_spec, change, path):
     with pytest.raises(ConfigError) as raised:
-        proxy.render_janitor(proxy.JanitorSpec(**{**janitor_spec.__dict__, **change}))
+        proxy.read_janitor({**janitor_spec.model_dump(), **change}, Source.args("ProxyJanitorArgs", proxy.JanitorSpec))
     assert [p.path for p in raised.value.problems] == [path]
 
 

@@ -10,10 +10,18 @@ import pytest
 from conftest import STACKS
 
 from tpuplane.components.offline import PlanMocks, run_program_file
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.args import Source
+from tpuplane.infra.fleet.pools import SlicePoolSpec
 from tpuplane.infra.fleet.reservations import ExternalReservation, ReservationFacts, external_reservations, \
-    reservation_problems
+    lookup_problems
+
+SECOND_POOL = Source.config("tpuplane:tpuPools[1]", SlicePoolSpec)
+
+
+def externals(cfg):
+    return external_reservations(cfg.tpu_pools, {res.name for res in cfg.reservations})
 
 GET_RESERVATION = "gcp:compute/getReservation:getReservation"
 
@@ -33,13 +41,13 @@ def facts(**changes) -> ReservationFacts:
 
 
 def test_external_reservations_look_up_the_named_project_in_the_cluster_zone(external):
-    assert external_reservations(load_stack_config(external)) == [
+    assert externals(load_stack_config(external)) == [
         ExternalReservation(pool_index=1, project="shared-tpu", name="team-res", zone="us-east5-b",
                             consumer="acme-ml")]
 
 
 def test_external_reservations_skip_the_stacks_own(raw_config):
-    assert external_reservations(load_stack_config(raw_config)) == []
+    assert externals(load_stack_config(raw_config)) == []
 
 
 @pytest.mark.parametrize(("found", "allowed"), [
@@ -50,20 +58,20 @@ def test_external_reservations_skip_the_stacks_own(raw_config):
     (facts(share_type="LOCAL", shared_with=()), "a reservation shared with project acme-ml"),
     (facts(shared_with=("other",)), "a reservation shared with project acme-ml"),
 ])
-def test_reservation_problems_name_what_does_not_fit(external, found, allowed):
+def test_lookup_problems_name_what_does_not_fit(external, found, allowed):
     cfg = load_stack_config(external)
-    [lookup] = external_reservations(cfg)
+    [lookup] = externals(cfg)
 
-    [problem] = reservation_problems(lookup, cfg.tpu_pools[1], found)
+    [problem] = lookup_problems(lookup, cfg.tpu_pools[1], found, SECOND_POOL)
 
     assert (problem.path, allowed in problem.allowed) == ("tpuplane:tpuPools[1].reservation", True)
 
 
-def test_reservation_problems_accept_a_reservation_that_fits_exactly(external):
+def test_lookup_problems_accept_a_reservation_that_fits_exactly(external):
     cfg = load_stack_config(external)
-    [lookup] = external_reservations(cfg)
+    [lookup] = externals(cfg)
 
-    assert reservation_problems(lookup, cfg.tpu_pools[1], facts()) == []
+    assert lookup_problems(lookup, cfg.tpu_pools[1], facts(), SECOND_POOL) == []
 
 
 class ReservationMocks(PlanMocks):
@@ -86,29 +94,29 @@ def test_stack_program_stops_before_any_pool_when_the_reservation_does_not_fit(e
     assert "a reservation of ct5p-hightpu-4t machines" in str(raised.value)
 
 
-def test_reservation_problems_judge_an_aggregate_reservation_on_status_and_sharing_only(external):
+def test_lookup_problems_judge_an_aggregate_reservation_on_status_and_sharing_only(external):
     """An All Capacity (aggregate) TPU reservation has no specificReservation: no machine type or VM count to
     compare, so it is never refused as holding "no machine type" with "0 of 0 free"."""
     cfg = load_stack_config(external)
-    [lookup] = external_reservations(cfg)
+    [lookup] = externals(cfg)
 
-    assert reservation_problems(lookup, cfg.tpu_pools[1], facts(specific=False, machine_type="", count=0)) == []
+    assert lookup_problems(lookup, cfg.tpu_pools[1], facts(specific=False, machine_type="", count=0), SECOND_POOL) == []
 
 
-def test_reservation_problems_organization_share_reaches_every_project(external):
+def test_lookup_problems_organization_share_reaches_every_project(external):
     cfg = load_stack_config(external)
-    [lookup] = external_reservations(cfg)
+    [lookup] = externals(cfg)
 
-    assert reservation_problems(lookup, cfg.tpu_pools[1], facts(share_type="ORGANIZATION", shared_with=())) == []
+    assert lookup_problems(lookup, cfg.tpu_pools[1], facts(share_type="ORGANIZATION", shared_with=()), SECOND_POOL) == []
 
 
-def test_reservation_problems_block_the_reservation_lacks_lists_its_blocks(raw_config):
+def test_lookup_problems_block_the_reservation_lacks_lists_its_blocks(raw_config):
     raw_config["tpuplane:tpuPools"][1]["reservation"] = "projects/acme-ml/reservations/team-res/reservationBlocks/b9"
     raw_config.pop("tpuplane:reservations")
     cfg = load_stack_config(raw_config)
-    [lookup] = external_reservations(cfg)
+    [lookup] = externals(cfg)
 
-    [problem] = reservation_problems(lookup, cfg.tpu_pools[1], facts(blocks=("b1", "b2")))
+    [problem] = lookup_problems(lookup, cfg.tpu_pools[1], facts(blocks=("b1", "b2")), SECOND_POOL)
 
     assert (lookup.block, problem.allowed) == ("reservationBlocks/b9", "a block of the reservation")
     assert "has the blocks b1, b2" in problem.hint

@@ -18,7 +18,7 @@ from tpuplane.cli.main import app
 from tpuplane.cli.plan import read_stack_file
 from tpuplane.infra.batch.schedule_check import check_workload, stack_facts
 from tpuplane.infra.batch.workload import TpuJob, TpuWorkloadSpec, render_tpu_jobset
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
@@ -31,7 +31,7 @@ def dev_cfg():
 
 @pytest.fixture(scope="module")
 def dev(dev_cfg):
-    return stack_facts(dev_cfg)
+    return stack_facts(dev_cfg.tpu_pools, dev_cfg.batch)
 
 
 def workload(name: str) -> dict:
@@ -45,7 +45,7 @@ def pod_spec(manifest: dict) -> dict:
 def test_check_workload_tpuplane_rendered_jobset_can_run(dev_cfg, dev):
     spec = TpuWorkloadSpec(name="train", jobs=[TpuJob(tpu_type="v6e-16", slices=2, capacity="spot", image="i",
                                                       command="python train.py")])
-    result = check_workload(render_tpu_jobset(spec, dev_cfg.batch_platform), dev)
+    result = check_workload(render_tpu_jobset(spec, dev_cfg.batch), dev)
 
     assert result.ok, result.all_problems()
     [pod_set] = result.pod_sets
@@ -166,7 +166,7 @@ def test_check_workload_resource_no_group_covers_is_inadmissible(dev):
 def test_check_workload_team_quota_counts_what_the_cohort_lends():
     """research owns 3 of 4 v6e-16 spot slices and may borrow 1 more: 4 slices could be admitted, 5 never."""
     cfg = load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.pathways.yaml", "tpuplane"))
-    facts = stack_facts(cfg)
+    facts = stack_facts(cfg.tpu_pools, cfg.batch)
     manifest = workload("xpk_v6e_16_x2.yaml")
     manifest["metadata"]["namespace"] = "research"
     manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "research"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tpuplane.infra.batch.experiments import ExperimentSpec, experiment_problems, load_experiment
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 
 

@@ -10,7 +10,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.policies import control_plane_not_public
 from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, redact, redact_text, sensitive_paths

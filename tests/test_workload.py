@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.k8s_validation import manifest_errors
 from tpuplane.infra.batch.workload import (
@@ -70,7 +70,7 @@ def env_of(jobset: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_jobset_one_replicated_job_with_a_child_job_per_slice(cfg):
-    js = render_tpu_jobset(workload(slices=3), cfg.batch_platform)
+    js = render_tpu_jobset(workload(slices=3), cfg.batch)
     [rjob] = js["spec"]["replicatedJobs"]
     assert rjob["replicas"] == 3
     job = rjob["template"]["spec"]
@@ -78,13 +78,13 @@ def test_jobset_one_replicated_job_with_a_child_job_per_slice(cfg):
 
 
 def test_jobset_carries_kueue_queue_and_priority_labels(cfg):
-    labels = render_tpu_jobset(workload(priority="high"), cfg.batch_platform)["metadata"]["labels"]
+    labels = render_tpu_jobset(workload(priority="high"), cfg.batch)["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "multislice-queue"
     assert labels["kueue.x-k8s.io/priority-class"] == "high"
 
 
 def test_jobset_pods_select_and_tolerate_the_pool(cfg):
-    pod = pod_spec(render_tpu_jobset(workload(), cfg.batch_platform))
+    pod = pod_spec(render_tpu_jobset(workload(), cfg.batch))
     assert pod["nodeSelector"] == {"cloud.google.com/gke-spot": "true",
                                    "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
                                    "cloud.google.com/gke-tpu-topology": "4x4",
@@ -97,13 +97,13 @@ def test_jobset_pods_select_and_tolerate_the_pool(cfg):
 
 
 def test_jobset_gives_each_slice_its_own_node_pool(cfg):
-    js = render_tpu_jobset(workload(), cfg.batch_platform)
+    js = render_tpu_jobset(workload(), cfg.batch)
     assert js["metadata"]["annotations"] == {"alpha.jobset.sigs.k8s.io/exclusive-topology":
                                              "cloud.google.com/gke-nodepool"}
 
 
 def test_jobset_fails_fast_unless_exit_code_is_retryable(cfg):
-    js = render_tpu_jobset(workload(max_restarts=3, restart_on_exit_codes=[7, 42]), cfg.batch_platform)
+    js = render_tpu_jobset(workload(max_restarts=3, restart_on_exit_codes=[7, 42]), cfg.batch)
     [rule] = js["spec"]["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"]["rules"]
     assert rule["action"] == "FailJob"
     assert rule["onExitCodes"]["operator"] == "NotIn"
@@ -114,12 +114,12 @@ def test_jobset_fails_fast_unless_exit_code_is_retryable(cfg):
 
 def test_jobset_has_no_ttl_unless_asked(cfg):
     """A stack-owned JobSet deleted by its TTL would be re-created (re-run) by the next `pulumi up`."""
-    assert "ttlSecondsAfterFinished" not in render_tpu_jobset(workload(), cfg.batch_platform)["spec"]
-    assert render_tpu_jobset(workload(ttl_seconds_after_finished=600), cfg.batch_platform)["spec"]["ttlSecondsAfterFinished"] == 600
+    assert "ttlSecondsAfterFinished" not in render_tpu_jobset(workload(), cfg.batch)["spec"]
+    assert render_tpu_jobset(workload(ttl_seconds_after_finished=600), cfg.batch)["spec"]["ttlSecondsAfterFinished"] == 600
 
 
 def test_jobset_multislice_env_points_at_slice_zero_vm_zero(cfg):
-    env = env_of(render_tpu_jobset(workload(slices=2, env={"XLA_FLAGS": "--x"}), cfg.batch_platform))
+    env = env_of(render_tpu_jobset(workload(slices=2, env={"XLA_FLAGS": "--x"}), cfg.batch))
     assert env["MEGASCALE_COORDINATOR_ADDRESS"] == "$(JOBSET_NAME)-$(REPLICATED_JOB_NAME)-0-0.$(JOBSET_NAME)"
     assert env["JAX_COORDINATOR_ADDRESS"] == ("$(JOBSET_NAME)-$(REPLICATED_JOB_NAME)-0-0.$(JOBSET_NAME)"
                                               ":$(JAX_COORDINATOR_PORT)")
@@ -130,13 +130,13 @@ def test_jobset_multislice_env_points_at_slice_zero_vm_zero(cfg):
 
 
 def test_jobset_env_defines_names_before_expanding_them(cfg):
-    names = list(env_of(render_tpu_jobset(workload(slices=2), cfg.batch_platform)))
+    names = list(env_of(render_tpu_jobset(workload(slices=2), cfg.batch)))
     assert names.index("JOBSET_NAME") < names.index("JAX_COORDINATOR_ADDRESS")
     assert names.index("JAX_COORDINATOR_PORT") < names.index("JAX_COORDINATOR_ADDRESS")
 
 
 def test_jobset_single_slice_sets_no_megascale_env(cfg):
-    assert not [k for k in env_of(render_tpu_jobset(workload(slices=1), cfg.batch_platform)) if k.startswith("MEGASCALE")]
+    assert not [k for k in env_of(render_tpu_jobset(workload(slices=1), cfg.batch)) if k.startswith("MEGASCALE")]
 
 
 def test_jobset_user_env_cannot_shadow_multislice_env():
@@ -145,9 +145,9 @@ def test_jobset_user_env_cannot_shadow_multislice_env():
 
 
 def test_jobset_is_valid_and_deterministic(cfg):
-    first = render_tpu_jobset(workload(env={"B": "2", "A": "1"}), cfg.batch_platform)
+    first = render_tpu_jobset(workload(env={"B": "2", "A": "1"}), cfg.batch)
     assert manifest_errors(first) == []
-    second = render_tpu_jobset(workload(env={"A": "1", "B": "2"}), cfg.batch_platform)
+    second = render_tpu_jobset(workload(env={"A": "1", "B": "2"}), cfg.batch)
     assert yaml.safe_dump(first, sort_keys=True) == yaml.safe_dump(second, sort_keys=True)
 
 
@@ -195,7 +195,7 @@ def test_unknown_priority_lists_the_priorities():
 
 def test_tpu_type_no_pool_provides_lists_the_pools(cfg):
     with pytest.raises(ConfigError) as exc:
-        render_tpu_jobset(workload(tpu_type="tpu7x-8", slices=1, capacity="on-demand"), cfg.batch_platform)
+        render_tpu_jobset(workload(tpu_type="tpu7x-8", slices=1, capacity="on-demand"), cfg.batch)
     [problem] = exc.value.problems
     assert problem.path == "jobs[0].tpuType"
     assert "train (v6e-16 x4 for Kueue, spot)" in problem.allowed
@@ -224,41 +224,41 @@ def test_single_slice_workloads_run_on_each_of_several_single_host_pools():
     eval_pools = next(p for p in prod.tpu_pools if p.name == "eval")
     assert (eval_pools.slices, eval_pools.spec.single_host) == (2, True)
     job = TpuJob(tpu_type="v6e-8", machine_type="ct6e-standard-8t", capacity="flex-start", image="i", command="c")
-    assert workload_problems(TpuWorkloadSpec(name="eval", jobs=[job]), prod.batch_platform) == []
+    assert workload_problems(TpuWorkloadSpec(name="eval", jobs=[job]), prod.batch) == []
 
 
 def test_capacity_no_pool_provides_is_refused(cfg):
-    [problem] = workload_problems(workload(capacity="on-demand"), cfg.batch_platform)  # v6e-16 exists only as spot
+    [problem] = workload_problems(workload(capacity="on-demand"), cfg.batch)  # v6e-16 exists only as spot
     assert problem.path == "jobs[0].tpuType"
 
 
 def test_more_slices_than_the_pools_have_is_refused(cfg):
-    [problem] = workload_problems(workload(slices=5), cfg.batch_platform)
+    [problem] = workload_problems(workload(slices=5), cfg.batch)
     assert problem.path == "jobs[0].slices" and "at most 4" in problem.allowed
 
 
 def test_workload_problems_capacity_the_stack_lacks_names_the_capacities_it_has(cfg):
     """On-demand and reservation nodes differ (own flavors, own labels): a reservation workload never lands on
     the on-demand pool of its shape, and the error says which capacities the stack's pools really have."""
-    [problem] = workload_problems(workload(tpu_type="v5p-128", slices=2, capacity="reservation"), cfg.batch_platform)
+    [problem] = workload_problems(workload(tpu_type="v5p-128", slices=2, capacity="reservation"), cfg.batch)
     assert problem.path == "jobs[0].tpuType"
     assert "big (v5p-128 x2 for Kueue, on-demand)" in problem.allowed
 
 
 def test_render_tpu_jobset_selects_only_the_nodes_of_its_capacity(cfg):
     spec = workload(tpu_type="v5p-128", slices=2, capacity="on-demand")
-    selector = render_tpu_jobset(spec, cfg.batch_platform)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+    selector = render_tpu_jobset(spec, cfg.batch)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
         "nodeSelector"]
     assert selector["tpuplane.dev/capacity"] == "on-demand"
 
 
 def test_unknown_queue_lists_the_stacks_queues(team_cfg):
-    [problem] = workload_problems(workload(), team_cfg.batch_platform)
+    [problem] = workload_problems(workload(), team_cfg.batch)
     assert problem.path == "queue" and "research in namespace research" in problem.allowed
 
 
 def test_team_queue_fills_namespace_and_team_priority(team_cfg):
-    js = render_tpu_jobset(workload(queue="research", namespace="research"), team_cfg.batch_platform)
+    js = render_tpu_jobset(workload(queue="research", namespace="research"), team_cfg.batch)
     assert js["metadata"]["namespace"] == "research"
     assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "low"
 
@@ -271,7 +271,7 @@ def test_unknown_tpu_type_is_refused_without_a_stack():
 def test_job_group_renders_one_replicated_job_per_member(cfg):
     jobs = [TpuJob(name="trainer", tpu_type="v5p-128", capacity="on-demand", image="i", command="train"),
             TpuJob(name="sampler", tpu_type="v6e-16", capacity="spot", slices=2, image="i", command="sample")]
-    js = render_tpu_jobset(TpuWorkloadSpec(name="rl", jobs=jobs), cfg.batch_platform)
+    js = render_tpu_jobset(TpuWorkloadSpec(name="rl", jobs=jobs), cfg.batch)
     assert [(r["name"], r["replicas"]) for r in js["spec"]["replicatedJobs"]] == [("trainer", 1), ("sampler", 2)]
     assert manifest_errors(js) == []
 
@@ -359,8 +359,8 @@ def test_slices_a_service_holds_do_not_count(cfg):
                                                         "jaxVersion": "0.10.0"},
                                   "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b",
                                                        "cpuPool": {"machineType": "n2-standard-32"}}})
-    assert workload_problems(workload(slices=1, capacity="on-demand"), stack.batch_platform) == []
-    [problem] = workload_problems(workload(slices=2, capacity="on-demand"), stack.batch_platform)
+    assert workload_problems(workload(slices=1, capacity="on-demand"), stack.batch) == []
+    [problem] = workload_problems(workload(slices=2, capacity="on-demand"), stack.batch)
     assert problem.path == "jobs[0].slices" and "at most 1" in problem.allowed
 
 
@@ -369,7 +369,7 @@ def test_pool_wholly_held_by_a_service_provides_nothing():
                        **{"tpuplane:pathways": {"name": "pw", "tpuPool": "serve", "jaxVersion": "0.10.0"},
                           "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b",
                                                "cpuPool": {"machineType": "n2-standard-32"}}})
-    [problem] = workload_problems(workload(slices=1, capacity="on-demand"), stack.batch_platform)
+    [problem] = workload_problems(workload(slices=1, capacity="on-demand"), stack.batch)
     assert problem.path == "jobs[0].tpuType"
 
 
@@ -377,19 +377,19 @@ def test_job_group_slices_add_up_per_flavor(cfg):
     """Two members on the 4 spot v6e-16 slices: 3 + 2 can never be admitted together."""
     jobs = [TpuJob(name="a", tpu_type="v6e-16", capacity="spot", slices=3, image="i", command="c"),
             TpuJob(name="b", tpu_type="v6e-16", capacity="spot", slices=2, image="i", command="c")]
-    [problem] = workload_problems(TpuWorkloadSpec(name="g", jobs=jobs), cfg.batch_platform)
+    [problem] = workload_problems(TpuWorkloadSpec(name="g", jobs=jobs), cfg.batch)
     assert problem.path == "jobs[1].slices"
     assert "at most 1" in problem.allowed and "jobs a, b share it" in problem.allowed
     jobs[1] = jobs[1].model_copy(update={"slices": 1})
-    assert workload_problems(TpuWorkloadSpec(name="g", jobs=jobs), cfg.batch_platform) == []
+    assert workload_problems(TpuWorkloadSpec(name="g", jobs=jobs), cfg.batch) == []
 
 
 def test_team_queue_cannot_ask_for_more_than_it_owns_or_may_borrow():
     stack = load_stack_config(copy.deepcopy(STACK) | {"tpuplane:kueue": {"teams": [
         {"name": "a", "share": 0.5, "borrowingLimit": 0.25}, {"name": "b", "share": 0.5}]}})
     # team a: 2 of the 4 spot slices, and 1 more borrowed at most
-    assert workload_problems(workload(slices=3, queue="a", namespace="a"), stack.batch_platform) == []
-    [problem] = workload_problems(workload(slices=4, queue="a", namespace="a"), stack.batch_platform)
+    assert workload_problems(workload(slices=3, queue="a", namespace="a"), stack.batch) == []
+    [problem] = workload_problems(workload(slices=4, queue="a", namespace="a"), stack.batch)
     assert problem.path == "jobs[0].slices" and "what queue a owns or may borrow" in problem.allowed
 
 
@@ -403,14 +403,14 @@ def test_more_than_one_queued_member_is_refused():
 def test_queued_workload_carries_the_pools_max_run_duration():
     stack = stack_with({"name": "dws", "tpuType": "v6e-16", "slices": 2, "capacity": "queued",
                         "maxRunDuration": "86400s"})
-    js = render_tpu_jobset(workload(capacity="queued"), stack.batch_platform)
+    js = render_tpu_jobset(workload(capacity="queued"), stack.batch)
     assert js["metadata"]["annotations"]["provreq.kueue.x-k8s.io/maxRunDurationSeconds"] == "86400"
     assert pod_spec(js)["tolerations"] == [TPU_TOLERATION, QUEUED_TOLERATION]
 
 
 def test_queued_workload_without_a_pool_limit_has_no_max_run_duration():
     stack = stack_with({"name": "dws", "tpuType": "v6e-16", "slices": 2, "capacity": "queued"})
-    annotations = render_tpu_jobset(workload(capacity="queued"), stack.batch_platform)["metadata"]["annotations"]
+    annotations = render_tpu_jobset(workload(capacity="queued"), stack.batch)["metadata"]["annotations"]
     assert "provreq.kueue.x-k8s.io/maxRunDurationSeconds" not in annotations
 
 
@@ -418,10 +418,10 @@ def test_machine_type_selects_the_pool_of_that_host():
     """v6e-8 runs on two ct6e-standard-4t VMs or one ct6e-standard-8t VM; the pods must say which."""
     stack = stack_with({"name": "one", "tpuType": "v6e-8", "machineType": "ct6e-standard-8t", "slices": 2})
     eight = TpuJob(tpu_type="v6e-8", machine_type="ct6e-standard-8t", image="i", command="c")
-    js = render_tpu_jobset(TpuWorkloadSpec(name="e", jobs=[eight]), stack.batch_platform)
+    js = render_tpu_jobset(TpuWorkloadSpec(name="e", jobs=[eight]), stack.batch)
     assert pod_spec(js)["nodeSelector"]["node.kubernetes.io/instance-type"] == "ct6e-standard-8t"
     four = TpuJob(tpu_type="v6e-8", image="i", command="c")  # default host: ct6e-standard-4t, no such pool
-    [problem] = workload_problems(TpuWorkloadSpec(name="e", jobs=[four]), stack.batch_platform)
+    [problem] = workload_problems(TpuWorkloadSpec(name="e", jobs=[four]), stack.batch)
     assert problem.path == "jobs[0].tpuType" and "ct6e-standard-4t" in problem.given
 
 
@@ -436,7 +436,7 @@ def test_bad_or_reserved_labels_are_refused(labels, path):
 
 
 def test_good_labels_reach_jobset_and_pods(cfg):
-    js = render_tpu_jobset(workload(labels={"example.com/team": "ml", "cost-center": ""}), cfg.batch_platform)
+    js = render_tpu_jobset(workload(labels={"example.com/team": "ml", "cost-center": ""}), cfg.batch)
     assert js["metadata"]["labels"]["example.com/team"] == "ml"
     assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]["cost-center"] == ""
     assert manifest_errors(js) == []
@@ -444,14 +444,14 @@ def test_good_labels_reach_jobset_and_pods(cfg):
 
 def test_tpu7x_multi_host_pods_select_their_pools_workload_policy():
     cfg = stack_with({"name": "ir", "tpuType": "tpu7x-16", "slices": 2})
-    pod = pod_spec(render_tpu_jobset(workload(tpu_type="tpu7x-16", capacity="on-demand"), cfg.batch_platform))
+    pod = pod_spec(render_tpu_jobset(workload(tpu_type="tpu7x-16", capacity="on-demand"), cfg.batch))
 
     assert pod["nodeSelector"]["cloud.google.com/placement-policy-name"] == "fleet-ir-wp"
 
 
 def test_tpu7x_multi_host_pods_accept_any_pool_groups_workload_policy():
     cfg = stack_with({"name": "ir", "tpuType": "tpu7x-16"}, {"name": "ir2", "tpuType": "tpu7x-16"})
-    jobset = render_tpu_jobset(workload(tpu_type="tpu7x-16", slices=1, capacity="on-demand"), cfg.batch_platform)
+    jobset = render_tpu_jobset(workload(tpu_type="tpu7x-16", slices=1, capacity="on-demand"), cfg.batch)
     terms = pod_spec(jobset)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
 
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
@@ -461,6 +461,6 @@ def test_tpu7x_multi_host_pods_accept_any_pool_groups_workload_policy():
 
 def test_single_host_tpu7x_pods_select_no_workload_policy():
     cfg = stack_with({"name": "small", "tpuType": "tpu7x-8"})
-    pod = pod_spec(render_tpu_jobset(workload(tpu_type="tpu7x-8", slices=1, capacity="on-demand"), cfg.batch_platform))
+    pod = pod_spec(render_tpu_jobset(workload(tpu_type="tpu7x-8", slices=1, capacity="on-demand"), cfg.batch))
 
     assert "cloud.google.com/placement-policy-name" not in pod["nodeSelector"] and "affinity" not in pod

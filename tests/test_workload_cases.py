@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from tpuplane.cli.main import app
 from tpuplane.cli.plan import read_stack_file
 from tpuplane.infra.batch.schedule_check import check_workload, stack_facts
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.catalog import GENERATIONS
 from tpuplane.infra.fleet.scheduling import ACCELERATOR_LABEL
@@ -30,7 +30,8 @@ def facts():
 
     def of(case: WorkloadCase):
         if case.stack not in cache:
-            cache[case.stack] = stack_facts(load_stack_config(read_stack_file(case.stack_path, "tpuplane")))
+            cfg = load_stack_config(read_stack_file(case.stack_path, "tpuplane"))
+            cache[case.stack] = stack_facts(cfg.tpu_pools, cfg.batch)
         return cache[case.stack]
 
     return of

@@ -1,7 +1,6 @@
-"""The Args of `BatchStack` (a plain mapping) -> `BatchPlatform`, checked by the stack config's own models and
-rules before the component registers anything; and the Args of the workloads and the image cache checked against it.
-
-Errors name the Args field (`BatchStackArgs.teams[1].share`), never a stack config path.
+"""The reader of `BatchStackArgs` (and of the `tpuplane:kueue` section): Kueue's rules for versions, teams and
+quotas, checked before the component registers anything; and the Args of the workloads and the image cache,
+checked against the platform they run on.
 """
 
 from __future__ import annotations
@@ -9,139 +8,137 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping
 
-from tpuplane.infra.args import (
-    given,
-    model_from_args,
-    reject_unknown,
-    renamed,
-    snake_paths,
-    text_list_problems,
-    text_problems,
+from packaging.version import Version
+
+from tpuplane.infra.args import Source, given, read, read_checked, reject_unknown
+from tpuplane.infra.batch.kueue import cpu_quota_problems, team_quota_problems
+from tpuplane.infra.batch.kueue_config import (
+    MIN_JOBSET,
+    MIN_KUEUE,
+    SYSTEM_NAMESPACES,
+    UNASSIGNED_QUEUE,
+    priority_problem,
 )
-from tpuplane.infra.batch.image_cache import DEFAULT_CACHE_NAME, render_image_cache
-from tpuplane.infra.batch.kueue import kueue_problems
-from tpuplane.infra.batch.kueue_config import KueueConfig
-from tpuplane.infra.batch.platform import BatchPlatform
-from tpuplane.infra.config import CpuPoolConfig, TpuPoolConfig, pool_problems
+from tpuplane.infra.batch.platform import BATCH_ARGS, BatchPlatform
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.naming import DNS_LABEL, GKE_NAME, K8S_NAME
-
-ARGS = "BatchStackArgs"
-_POOL_FIELDS = {"name", "tpu_type", "slices", "capacity", "machine_type", "max_run_duration"}
-_KUEUE_FIELDS = {"teams": "teams", "cohort": "cohort", "kueue_version": "version", "jobset_version": "jobset_version"}
-_CPU_FIELDS = {"cpu_machine_type": "machine_type", "cpu_max_nodes": "max_nodes"}
-_OTHER_FIELDS = {"pools", "cpu_pool_name", "cluster_name", "service_namespaces"}
-# The stack config's rules speak in config paths; these are the Args fields they mean.
-_PATHS = {"tpuplane:kueue.version": f"{ARGS}.kueue_version", "tpuplane:kueue": ARGS,
-          "tpuplane:cluster.cpuPool.machineType": f"{ARGS}.cpu_machine_type",
-          "tpuplane:cluster.cpuPool.maxNodes": f"{ARGS}.cpu_max_nodes"}
+from tpuplane.infra.fleet.pools import pool_problems
+from tpuplane.infra.naming import DNS_LABEL
 
 
-def kueue_pool(raw: Any, path: str, cluster_name: str) -> tuple[TpuPoolConfig, int]:
-    """One `KueuePoolArgs` (a pool group as Kueue sees it): the group's config and its dedicated slices."""
-    raw = given(raw, path)
-    reject_unknown(raw, path, {*_POOL_FIELDS, "dedicated_slices"})
-    pool = model_from_args(TpuPoolConfig, {k: v for k, v in raw.items() if k != "dedicated_slices"}, path)
-    problems = pool_problems(pool, path, cluster_name=cluster_name, project="", names_reservation=False)
-    dedicated = raw.get("dedicated_slices", 0)
-    if isinstance(dedicated, bool) or not isinstance(dedicated, int) or not 0 <= dedicated <= pool.slices:
-        problems.append(Problem(f"{path}.dedicatedSlices", dedicated, f"0 to slices ({pool.slices})"))
-    if problems:
-        raise ConfigError(snake_paths(problems))
-    return pool, dedicated
+def read_platform(raw: object, source: Source | None = None, *, supplied: Mapping[str, Any] | None = None
+                  ) -> BatchPlatform:
+    """`BatchStackArgs`, or the `tpuplane:kueue` section (the stack supplies its pools, CPU pool, cluster name and
+    service namespaces, already read); one ConfigError lists every problem."""
+    pools_read = not (supplied and "pools" in supplied)
+    return read_checked(BatchPlatform, raw, source or Source.args(BATCH_ARGS, BatchPlatform),
+                        lambda platform, source: platform_problems(platform, source, pools_read=pools_read),
+                        supplied=supplied)
 
 
-def platform_from_args(args: Mapping[str, Any]) -> BatchPlatform:
-    """The Kueue view of a cluster from `BatchStackArgs`; one ConfigError lists every problem."""
-    args = given(args, ARGS)
-    reject_unknown(args, ARGS, {*_OTHER_FIELDS, *_KUEUE_FIELDS, *_CPU_FIELDS})
-    pools = args.get("pools")
-    if not isinstance(pools, list):
-        raise ConfigError.at(f"{ARGS}.pools", pools, "a list of KueuePoolArgs", "TpuSlicePool(...).kueue_pool")
-    problems = text_problems(args, ARGS, "cluster_name", pattern=GKE_NAME, allowed="a GKE cluster name",
-                             required=False)
-    cluster_name = args.get("cluster_name") or "" if not problems else ""
-    groups: list[tuple[TpuPoolConfig, int]] = []
-    for i, raw in enumerate(pools):
-        try:
-            groups.append(kueue_pool(raw, f"{ARGS}.pools[{i}]", cluster_name))
-        except ConfigError as exc:
-            problems += exc.problems
-    if not problems and not cluster_name and any(pool.spec.needs_workload_policy for pool, _ in groups):
-        problems.append(Problem(f"{ARGS}.cluster_name", None, "the cluster's name",
-                                "tpu7/tpu7x workloads select the workload policies named after it"))
-    names = [pool.name for pool, _ in groups]
-    problems += [Problem(f"{ARGS}.pools[{i}].name", name, "a name no other pool uses")
+def platform_problems(platform: BatchPlatform, source: Source, *, pools_read: bool = True) -> list[Problem]:
+    """Kueue's rules: versions, cohort, the team layout and its quotas, the CPU pool's quota and the namespaces
+    Kueue leaves alone; and GKE's rules for the pools, unless they were read where they came from
+    (`pools_read=False`)."""
+    problems = _pool_problems(platform, source) if pools_read else []
+    problems += _version_problems(source, "kueue_version", platform.kueue_version, MIN_KUEUE, "Kueue")
+    problems += _version_problems(source, "jobset_version", platform.jobset_version, MIN_JOBSET, "JobSet")
+    if not DNS_LABEL.fullmatch(platform.cohort) or len(platform.cohort) > 63:
+        problems.append(Problem(source.path("cohort"), platform.cohort, "a DNS label of at most 63 characters"))
+    problems += _team_problems(platform, source)
+    if not problems:  # quotas are meaningful only for valid pools and a valid team layout
+        problems += team_quota_problems(platform, source)
+    problems += cpu_quota_problems(platform, source)
+    return problems + _service_namespace_problems(platform, source)
+
+
+def _pool_problems(platform: BatchPlatform, source: Source) -> list[Problem]:
+    """GKE's rules for each pool group as Kueue sees it, unique names, and the cluster's name where a pool's
+    workload policies are named after it."""
+    problems = [p for i, pool in enumerate(platform.pools)
+                for p in pool_problems(pool, source.at("pools", i), cluster_name=platform.cluster_name, project="",
+                                       names_reservation=False)]
+    names = [pool.name for pool in platform.pools]
+    problems += [Problem(source.path("pools", i, "name"), name, "a name no other pool uses")
                  for i, name in enumerate(names) if name in names[:i]]
-    kueue = cpu_pool = None
-    for model, fields in ((KueueConfig, _KUEUE_FIELDS), (CpuPoolConfig, _CPU_FIELDS)):
-        try:  # each model names its own fields: `version` is `kueue_version` here
-            built = model_from_args(model, {field: args[key] for key, field in fields.items() if key in args}, ARGS)
-        except ConfigError as exc:
-            problems += renamed(exc.problems, {f"{ARGS}.{field}": f"{ARGS}.{key}" for key, field in fields.items()})
-            continue
-        kueue, cpu_pool = (built, cpu_pool) if model is KueueConfig else (kueue, built)
-    problems += text_problems(args, ARGS, "cpu_pool_name", pattern=DNS_LABEL, allowed="a GKE node pool name",
-                              required=False)
-    problems += text_list_problems(args, ARGS, "service_namespaces", pattern=K8S_NAME, allowed="a namespace name")
-    if kueue is not None and isinstance(args.get("service_namespaces", []), list):
-        teams = {team.team_namespace for team in kueue.teams} or {"default"}
-        problems += [Problem(f"{ARGS}.service_namespaces[{i}]", namespace,
-                             "a namespace no team (or, without teams, no workload) uses",
-                             "Kueue leaves a service's namespace alone: jobs there would skip every queue")
-                     for i, namespace in enumerate(args.get("service_namespaces", []))
-                     if isinstance(namespace, str) and namespace in teams]
-    if problems:
-        raise ConfigError(problems)
-    platform = BatchPlatform(
-        tpu_pools=tuple(pool for pool, _ in groups), kueue=kueue, cpu_pool=cpu_pool,
-        cluster_name=cluster_name,
-        dedicated_slices={pool.name: n for pool, n in groups if n},
-        service_namespaces=tuple(args.get("service_namespaces", [])))
-    problems = kueue_problems(platform)
-    if problems:
-        raise ConfigError(renamed(problems, _PATHS))
-    return platform
+    if not problems and not platform.cluster_name and any(p.spec.needs_workload_policy for p in platform.pools):
+        problems.append(Problem(source.path("cluster_name"), None, "the cluster's name",
+                                "tpu7/tpu7x workloads select the workload policies named after it"))
+    return problems
 
 
-def rendered_workload(args: Mapping[str, Any], path: str, field: str, model: type,
+def _version_problems(source: Source, field: str, given_version: str, minimum: Version, chart: str
+                      ) -> list[Problem]:
+    path, hint = source.path(field), f"the {chart} Helm chart version, e.g. {minimum}"
+    if given_version.startswith("v"):
+        return [Problem(path, given_version, "a chart version without a leading 'v'", f"write {given_version[1:]}")]
+    try:
+        parsed = Version(given_version)
+    except ValueError:  # InvalidVersion, or a release part too long to read as a number
+        return [Problem(path, given_version, "a version such as 0.19.2", hint)]
+    if parsed < minimum:
+        return [Problem(path, given_version, f"at least {minimum}", hint)]
+    return []
+
+
+def _team_problems(platform: BatchPlatform, source: Source) -> list[Problem]:
+    problems: list[Problem] = []
+    names: set[str] = set()
+    namespaces: dict[str, str] = {}
+    total = 0.0
+    for i, team in enumerate(platform.teams):
+        name_path = source.path("teams", i, "name")
+        if not DNS_LABEL.fullmatch(team.name) or len(team.name) > 63:
+            problems.append(Problem(name_path, team.name, "a DNS label of at most 63 characters: a-z, 0-9, '-'",
+                                    "the name becomes a ClusterQueue, a LocalQueue and by default a namespace"))
+        elif team.name == UNASSIGNED_QUEUE:
+            problems.append(Problem(name_path, team.name, f"any name but '{UNASSIGNED_QUEUE}'",
+                                    "that ClusterQueue holds the chips no team owns"))
+        if team.name in names:
+            problems.append(Problem(name_path, team.name, "a name no other team uses"))
+        names.add(team.name)
+        ns_path = source.path("teams", i, "namespace" if team.namespace else "name")
+        ns = team.team_namespace
+        if team.namespace is not None and (not DNS_LABEL.fullmatch(ns) or len(ns) > 63):
+            problems.append(Problem(ns_path, ns, "a DNS label of at most 63 characters"))
+        elif ns in SYSTEM_NAMESPACES or ns.startswith("kube-"):
+            problems.append(Problem(ns_path, ns, "a namespace that is not a system namespace",
+                                    f"system namespaces: {', '.join(sorted(SYSTEM_NAMESPACES))}"))
+        elif ns in namespaces:
+            problems.append(Problem(ns_path, ns, "a namespace no other team uses",
+                                    f"team '{namespaces[ns]}' already owns it; a namespace maps to one LocalQueue"))
+        namespaces.setdefault(ns, team.name)
+        bad_priority = priority_problem(source.path("teams", i, "priority"), team.priority)
+        if bad_priority:
+            problems.append(bad_priority)
+        total += team.share
+        if total > 1 + 1e-9:
+            problems.append(Problem(source.path("teams", i, "share"), team.share,
+                                    f"at most {max(0.0, 1 - (total - team.share)):.6g}",
+                                    f"team shares are fractions of the pool capacity and add up to {total:.6g} > 1"))
+    return problems
+
+
+def _service_namespace_problems(platform: BatchPlatform, source: Source) -> list[Problem]:
+    """Kueue leaves a service's namespace alone: a team (or, without teams, any workload) there would skip every
+    queue."""
+    teams = set(platform.team_namespaces) or {"default"}
+    return [Problem(source.path("service_namespaces") if source.origin("service_namespaces")
+                    else source.path("service_namespaces", i), namespace,
+                    "a namespace no team (or, without teams, no workload) uses",
+                    "Kueue leaves a service's namespace alone: jobs there would skip every queue")
+            for i, namespace in enumerate(platform.service_namespaces) if namespace in teams]
+
+
+def rendered_workload(args: object, path: str, field: str, model: type,
                       render: Callable[[Any, BatchPlatform | None], Any]) -> Any:
-    """The Args of `TpuWorkload` (`field` "workload") or `TpuExperiment` ("experiment"): the document checked and
-    rendered against the pools and queues of `batch`; problems named under `<path>.<field>` or `<path>.batch`,
-    the document's fields spelled as its file spells them."""
+    """The Args of `TpuWorkload` (`field` "workload") or `TpuExperiment` ("experiment"): the document, spelled as
+    its file spells it, checked and rendered against the pools and queues of `batch` (a `BatchStackArgs`)."""
     args = given(args, path)
     reject_unknown(args, path, (field, "batch"))
-    try:
-        platform = platform_from_args(args["batch"]) if args.get("batch") is not None else None
-    except ConfigError as exc:
-        raise ConfigError(renamed(exc.problems, {ARGS: f"{path}.batch"})) from None
-    spec = model_from_args(model, args.get(field), f"{path}.{field}", snake=False)
+    batch = args.get("batch")
+    platform = read_platform(batch, Source.args(f"{path}.batch", BatchPlatform)) if batch is not None else None
+    spec = read(model, args.get(field), Source.config(f"{path}.{field}", model))
     try:
         return render(spec, platform)
     except ConfigError as exc:
         raise ConfigError([dataclasses.replace(p, path=f"{path}.{field}.{p.path}") for p in exc.problems]) from None
-
-
-IMAGE_CACHE_ARGS = "ImageCacheArgs"
-
-
-def image_cache_manifest(args: Mapping[str, Any]) -> dict[str, Any]:
-    """`ImageCacheArgs` as its DaemonSet."""
-    args = given(args, IMAGE_CACHE_ARGS)
-    reject_unknown(args, IMAGE_CACHE_ARGS, ("images", "cache_name", "namespace"))
-    images = args.get("images")
-    problems = [] if isinstance(images, list) and all(isinstance(image, str) for image in images) else [
-        Problem(f"{IMAGE_CACHE_ARGS}.images", images, "a list of image references")]
-    problems += text_problems(args, IMAGE_CACHE_ARGS, "cache_name", pattern=K8S_NAME, required=False,
-                              allowed="a DNS label of at most 63 characters")
-    problems += text_problems(args, IMAGE_CACHE_ARGS, "namespace", pattern=K8S_NAME, required=False,
-                              allowed="a namespace name")
-    if problems:
-        raise ConfigError(problems)
-    try:
-        return render_image_cache(images, name=args.get("cache_name", DEFAULT_CACHE_NAME),
-                                  namespace=args.get("namespace", "default"))
-    except ConfigError as exc:
-        raise ConfigError([dataclasses.replace(p, path=f"{IMAGE_CACHE_ARGS}."
-                                               f"{'cache_name' if p.path == 'name' else p.path}")
-                           for p in exc.problems]) from None

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from tpuplane.infra.batch.platform import BatchPlatform
-from tpuplane.infra.config import config_path
+from tpuplane.infra.args import Source, read
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.naming import DNS_LABEL
 from tpuplane.infra.yaml_input import read_yaml_file
@@ -171,9 +171,9 @@ def render_experiment(exp: ExperimentSpec, platform: BatchPlatform | None = None
 
 def load_experiment(path: Path) -> ExperimentSpec:
     """Read an experiment YAML file; schema errors become a ConfigError naming the field."""
-    raw = read_yaml_file(path, str(path), "YAML experiment file")
-    try:
-        return ExperimentSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError([Problem(config_path(tuple(e["loc"])) or "(file)", e.get("input"), e["msg"])
-                           for e in exc.errors()]) from None
+    return read_experiment(read_yaml_file(path, str(path), "YAML experiment file"))
+
+
+def read_experiment(raw: object) -> ExperimentSpec:
+    """An experiment document (its file's camelCase keys); schema errors become a ConfigError naming the field."""
+    return read(ExperimentSpec, raw, Source.config("", ExperimentSpec))

@@ -16,21 +16,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from tpuplane.infra.errors import Problem
+from tpuplane.infra.args import Source
 from tpuplane.infra.batch.kueue_config import (
     JOBSET_NAMESPACE,
     KUEUE_NAMESPACE,
     PRIORITIES,
     UNASSIGNED_QUEUE,
-    TeamConfig,
-    kueue_config_problems,
+    KueueTeam,
 )
+from tpuplane.infra.batch.platform import BatchPlatform
+from tpuplane.infra.errors import Problem
 from tpuplane.infra.fleet.capacity import capacity_mode
+from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.fleet.machines import Allocatable, gke_allocatable, machine_shape
+from tpuplane.infra.fleet.pools import KueuePool
 from tpuplane.infra.fleet.scheduling import (
     NODEPOOL_LABEL,
     TPU_RESOURCE,
@@ -39,10 +42,6 @@ from tpuplane.infra.fleet.scheduling import (
     tpu_tolerations,
 )
 
-if TYPE_CHECKING:
-    from tpuplane.infra.batch.platform import BatchPlatform
-    from tpuplane.infra.config import TpuPoolConfig
-    from tpuplane.infra.fleet.catalog import TpuSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -68,24 +67,24 @@ UNMANAGED_NAMESPACES = ("kube-system", KUEUE_NAMESPACE, JOBSET_NAMESPACE)
 # Sizes: the CPU pool's quota and the controllers' resources.
 
 
-def cpu_pool_quota(platform: "BatchPlatform") -> tuple[int, int]:
+def cpu_pool_quota(platform: BatchPlatform) -> tuple[int, int]:
     """The CPU pool at its maximum size: (cpu cores, memory MiB). Kueue admits against it, kube-scheduler fits."""
-    shape = machine_shape(platform.cpu_pool.machine_type)
+    shape = machine_shape(platform.cpu_machine_type)
     vcpus, mib = (shape.vcpus, shape.memory_mib) if shape else (0, 0)
-    return vcpus * platform.cpu_pool.max_nodes, mib * platform.cpu_pool.max_nodes
+    return vcpus * platform.cpu_max_nodes, mib * platform.cpu_max_nodes
 
 
-def controller_node_count(platform: "BatchPlatform") -> int:
+def controller_node_count(platform: BatchPlatform) -> int:
     """Nodes the controllers watch at most: every TPU VM plus the CPU pool at its maximum (xpk's sizing input)."""
-    tpu_vms = sum(pool.vms for pool in platform.tpu_pools)
-    return tpu_vms + platform.cpu_pool.max_nodes
+    tpu_vms = sum(pool.vms for pool in platform.pools)
+    return tpu_vms + platform.cpu_max_nodes
 
 
 def _controller_placement(cpu_pool_name: str) -> dict[str, Any]:
     return {"nodeSelector": {NODEPOOL_LABEL: cpu_pool_name}, "tolerations": [GKE_MANAGED_TOLERATION]}
 
 
-def unmanaged_namespaces(platform: "BatchPlatform") -> list[str]:
+def unmanaged_namespaces(platform: BatchPlatform) -> list[str]:
     """Namespaces Kueue must leave alone: the system's and controllers', and the Pathways service's.
 
     The service's JobSet carries no queue-name label, so with `manageJobsWithoutQueueName: false` Kueue would
@@ -95,7 +94,7 @@ def unmanaged_namespaces(platform: "BatchPlatform") -> list[str]:
     return sorted({*UNMANAGED_NAMESPACES, *platform.service_namespaces})
 
 
-def managed_jobs_namespace_selector(platform: "BatchPlatform") -> dict[str, Any]:
+def managed_jobs_namespace_selector(platform: BatchPlatform) -> dict[str, Any]:
     """Kueue's `managedJobsNamespaceSelector`: every namespace but `unmanaged_namespaces`.
 
     The Kueue chart (since 0.11.5) stamps this selector on every job-framework webhook (Job, JobSet, ...), not
@@ -109,7 +108,7 @@ def managed_jobs_namespace_selector(platform: "BatchPlatform") -> dict[str, Any]
                                   "values": unmanaged_namespaces(platform)}]}
 
 
-def kueue_manager_config(platform: "BatchPlatform") -> str:
+def kueue_manager_config(platform: BatchPlatform) -> str:
     """The Kueue Configuration (v1beta2) the chart mounts. Only the integrations we use, so that the webhooks of
     other frameworks (pods, deployments) can never block unrelated objects while Kueue restarts; and the system,
     controller and service namespaces are outside Kueue's management (`managed_jobs_namespace_selector`)."""
@@ -131,7 +130,7 @@ def kueue_manager_config(platform: "BatchPlatform") -> str:
     return yaml.safe_dump(config, sort_keys=True)
 
 
-def kueue_helm_values(platform: "BatchPlatform", cpu_pool_name: str) -> dict[str, Any]:
+def kueue_helm_values(platform: BatchPlatform) -> dict[str, Any]:
     """Chart values: xpk's sizing (cpu max(ceil(0.004 n), 2), memory max(ceil(32 MiB n), 4096 MiB))."""
     nodes = controller_node_count(platform)
     cpu = max(math.ceil(0.004 * nodes), 2)
@@ -140,7 +139,7 @@ def kueue_helm_values(platform: "BatchPlatform", cpu_pool_name: str) -> dict[str
         "controllerManager": {
             "manager": {"resources": {"limits": {"cpu": str(cpu), "memory": memory},
                                       "requests": {"cpu": "500m", "memory": memory}}},
-            **_controller_placement(cpu_pool_name),
+            **_controller_placement(platform.cpu_pool_name),
         },
         "enableCertManager": False,
         "enableKueueViz": False,
@@ -148,12 +147,12 @@ def kueue_helm_values(platform: "BatchPlatform", cpu_pool_name: str) -> dict[str
     }
 
 
-def jobset_helm_values(platform: "BatchPlatform", cpu_pool_name: str) -> dict[str, Any]:
+def jobset_helm_values(platform: BatchPlatform) -> dict[str, Any]:
     """Chart values: xpk's sizing (memory limit max(ceil(1.2 MiB n), 4096 MiB), requests 1 CPU / 128Mi)."""
     memory = f"{max(math.ceil(1.2 * controller_node_count(platform)), 4096)}Mi"
     return {"controller": {"resources": {"limits": {"cpu": "2", "memory": memory},
                                          "requests": {"cpu": "1000m", "memory": "128Mi"}},
-                           **_controller_placement(cpu_pool_name)}}
+                           **_controller_placement(platform.cpu_pool_name)}}
 
 
 @dataclass(frozen=True)
@@ -167,13 +166,13 @@ class HelmRelease:
     values: dict[str, Any]
 
 
-def controller_releases(platform: "BatchPlatform", cpu_pool_name: str) -> tuple[HelmRelease, HelmRelease]:
+def controller_releases(platform: BatchPlatform) -> tuple[HelmRelease, HelmRelease]:
     """Kueue and JobSet, each in its own namespace; versions from `tpuplane:kueue`."""
     return (
-        HelmRelease("kueue", KUEUE_CHART, platform.kueue.version, KUEUE_NAMESPACE,
-                    kueue_helm_values(platform, cpu_pool_name)),
-        HelmRelease("jobset", JOBSET_CHART, platform.kueue.jobset_version, JOBSET_NAMESPACE,
-                    jobset_helm_values(platform, cpu_pool_name)),
+        HelmRelease("kueue", KUEUE_CHART, platform.kueue_version, KUEUE_NAMESPACE,
+                    kueue_helm_values(platform)),
+        HelmRelease("jobset", JOBSET_CHART, platform.jobset_version, JOBSET_NAMESPACE,
+                    jobset_helm_values(platform)),
     )
 
 
@@ -181,18 +180,18 @@ def controller_releases(platform: "BatchPlatform", cpu_pool_name: str) -> tuple[
 # Flavors: one per distinct set of TPU node labels.
 
 
-def _shape_key(pool: "TpuPoolConfig") -> tuple[str, str, str]:
+def _shape_key(pool: KueuePool) -> tuple[str, str, str]:
     """What a flavor's TPU node labels say: accelerator, topology, capacity mode (the host machine aside)."""
     return pool.spec.accelerator, pool.spec.topology, pool.capacity.value
 
 
-def serving_pools(platform: "BatchPlatform", spec: "TpuSpec", capacity: str) -> list["TpuPoolConfig"]:
+def serving_pools(platform: BatchPlatform, spec: TpuSpec, capacity: str) -> list[KueuePool]:
     """The pools Kueue admits a job of `spec` on `capacity` to: same TPU node labels and host machine type (so
     the same flavor), with slices that a service does not hold outside Kueue. The one answer workloads,
     quotas and policies use."""
-    return [p for p in platform.tpu_pools
+    return [p for p in platform.pools
             if _shape_key(p) == (spec.accelerator, spec.topology, capacity)
-            and p.spec.machine_type == spec.machine_type and platform.queued_slices(p) > 0]
+            and p.spec.machine_type == spec.machine_type and p.queued_slices > 0]
 
 
 def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: str | None = None) -> str:
@@ -204,9 +203,9 @@ def flavor_name(accelerator: str, topology: str, capacity: str, machine_type: st
             + capacity_mode(capacity).flavor_suffix)
 
 
-def pool_flavor_name(platform: "BatchPlatform", pool: "TpuPoolConfig") -> str:
+def pool_flavor_name(platform: BatchPlatform, pool: KueuePool) -> str:
     """The flavor a pool's chips count in."""
-    machines = {p.spec.machine_type for p in platform.tpu_pools if _shape_key(p) == _shape_key(pool)}
+    machines = {p.spec.machine_type for p in platform.pools if _shape_key(p) == _shape_key(pool)}
     return flavor_name(pool.spec.accelerator, pool.spec.topology, pool.capacity.value,
                        pool.spec.machine_type if len(machines) > 1 else None)
 
@@ -233,19 +232,19 @@ class TpuFlavor:
         return capacity_mode(self.capacity).provisioning_request
 
 
-def flavor_node_labels(pool: "TpuPoolConfig") -> dict[str, str]:
+def flavor_node_labels(pool: KueuePool) -> dict[str, str]:
     """The labels of a pool's nodes a flavor selects: the TPU labels, the host machine type among them."""
     return tpu_node_labels(pool.spec, pool.capacity.value)
 
 
-def tpu_flavors(platform: "BatchPlatform") -> list[TpuFlavor]:
+def tpu_flavors(platform: BatchPlatform) -> list[TpuFlavor]:
     """Flavors in their capacity modes' Kueue order (`tpuplane.infra.fleet.capacity`), then by name."""
-    grouped: dict[str, list["TpuPoolConfig"]] = {}
-    for pool in platform.tpu_pools:
+    grouped: dict[str, list[KueuePool]] = {}
+    for pool in platform.pools:
         grouped.setdefault(pool_flavor_name(platform, pool), []).append(pool)
     flavors = []
     for name, pools in grouped.items():
-        slices = sum(platform.queued_slices(p) for p in pools)
+        slices = sum(p.queued_slices for p in pools)
         if not slices:
             continue  # a group wholly dedicated to a service is not Kueue's
         chips = {p.spec.chips for p in pools}
@@ -310,7 +309,7 @@ class QueueQuota:
     slices: dict[str, int]
     cpu: int
     memory_mib: int
-    team: TeamConfig | None = None
+    team: KueueTeam | None = None
 
     def reach(self, flavor: TpuFlavor) -> int:
         """The most slices of `flavor` this queue can ever be admitted: its own plus what it may borrow."""
@@ -320,11 +319,11 @@ class QueueQuota:
         return min(flavor.slices, own + whole_units(self.team.borrowing_limit, flavor.slices))
 
 
-def cluster_queue_quotas(platform: "BatchPlatform") -> list[QueueQuota]:
+def cluster_queue_quotas(platform: BatchPlatform) -> list[QueueQuota]:
     """Without teams: one queue with all capacity. With teams: one per team, plus `unassigned` for the remainder."""
     flavors = tpu_flavors(platform)
     cpu, mib = cpu_pool_quota(platform)
-    teams = platform.kueue.teams
+    teams = platform.teams
     if not teams:
         return [QueueQuota(SINGLE_CLUSTER_QUEUE, {f.name: f.slices for f in flavors}, cpu, mib)]
     weights = [share_fraction(t.share) for t in teams]
@@ -342,7 +341,7 @@ def cluster_queue_quotas(platform: "BatchPlatform") -> list[QueueQuota]:
     ]
 
 
-def team_quota_problems(platform: "BatchPlatform") -> list[Problem]:
+def team_quota_problems(platform: BatchPlatform, source: Source) -> list[Problem]:
     """A team that can never run anything: less than one whole slice of EVERY flavor, even with borrowing.
 
     Less than one slice of SOME flavor is allowed: the team simply never runs there (its workloads of that
@@ -357,14 +356,14 @@ def team_quota_problems(platform: "BatchPlatform") -> list[Problem]:
             continue
         smallest = min(Fraction(1, f.slices) for f in flavors)
         problems.append(Problem(
-            f"tpuplane:kueue.teams[{i}].share", quota.team.share,
-            f"a share (or share plus borrowingLimit) worth one whole slice of some flavor, e.g. {float(smallest):.4g}",
+            source.path("teams", i, "share"), quota.team.share,
+            f"a share (or share plus {source.key('borrowing_limit', KueueTeam)}) worth one whole slice of some flavor, e.g. {float(smallest):.4g}",
             "quotas are whole slices: " + ", ".join(f"{f.name} has {f.slices}" for f in flavors)
             + "; this team would get none of any of them and could never run a workload"))
     return problems
 
 
-def _resource(name: str, nominal: int, capacity: int, team: TeamConfig | None, *, per_unit: int = 1,
+def _resource(name: str, nominal: int, capacity: int, team: KueueTeam | None, *, per_unit: int = 1,
               suffix: str = "") -> dict[str, Any]:
     """One quota entry from whole units (slices, cores, MiB), each `per_unit` of the resource (chips per slice).
     Team limits are fractions turned into whole units, rounded down."""
@@ -394,7 +393,7 @@ def _tpu_flavor_quota(flavor: TpuFlavor, quota: QueueQuota) -> dict[str, Any]:
                                                per_slice("memory", host_mib, "Mi")]}
 
 
-def render_cluster_queue(platform: "BatchPlatform", quota: QueueQuota) -> dict[str, Any]:
+def render_cluster_queue(platform: BatchPlatform, quota: QueueQuota) -> dict[str, Any]:
     """A ClusterQueue with ONE resource group covering `google.com/tpu`, cpu and memory.
 
     Kueue assigns one flavor per resource group and merges the node labels of every flavor it assigns, so a
@@ -411,12 +410,12 @@ def render_cluster_queue(platform: "BatchPlatform", quota: QueueQuota) -> dict[s
     groups = [{"coveredResources": [TPU_RESOURCE, "cpu", "memory"],
                "flavors": [cpu_flavor, *(_tpu_flavor_quota(f, quota) for f in flavors)]}]
     spec: dict[str, Any] = {"queueingStrategy": "BestEffortFIFO", "resourceGroups": groups}
-    if not platform.kueue.teams:
+    if not platform.teams:
         # xpk's queue: every namespace may submit; no cohort, so nothing to reclaim.
         spec["namespaceSelector"] = {}
         spec["preemption"] = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
     else:
-        spec["cohortName"] = platform.kueue.cohort
+        spec["cohortName"] = platform.cohort
         if quota.team is not None:
             spec["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": quota.team.team_namespace}}
             # A share is a guarantee: a team below its quota reclaims lent chips from any borrower, whatever the
@@ -430,11 +429,11 @@ def render_cluster_queue(platform: "BatchPlatform", quota: QueueQuota) -> dict[s
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": quota.name}, "spec": spec}
 
 
-def local_queues(platform: "BatchPlatform") -> dict[str, tuple[str, str]]:
+def local_queues(platform: BatchPlatform) -> dict[str, tuple[str, str]]:
     """Team (or "default" without teams) -> (namespace, LocalQueue name)."""
-    if not platform.kueue.teams:
+    if not platform.teams:
         return {DEFAULT_NAMESPACE: (DEFAULT_NAMESPACE, DEFAULT_LOCAL_QUEUE)}
-    return {t.name: (t.team_namespace, t.name) for t in platform.kueue.teams}
+    return {t.name: (t.team_namespace, t.name) for t in platform.teams}
 
 
 def render_local_queue(namespace: str, name: str, cluster_queue: str) -> dict[str, Any]:
@@ -442,16 +441,16 @@ def render_local_queue(namespace: str, name: str, cluster_queue: str) -> dict[st
             "spec": {"clusterQueue": cluster_queue}}
 
 
-def render_local_queues(platform: "BatchPlatform") -> list[dict[str, Any]]:
+def render_local_queues(platform: BatchPlatform) -> list[dict[str, Any]]:
     """Sorted by namespace: the teams' order in the config does not matter."""
-    cluster_queue = {t.name: t.name for t in platform.kueue.teams} or {DEFAULT_NAMESPACE: SINGLE_CLUSTER_QUEUE}
+    cluster_queue = {t.name: t.name for t in platform.teams} or {DEFAULT_NAMESPACE: SINGLE_CLUSTER_QUEUE}
     return [render_local_queue(ns, name, cluster_queue[team])
             for team, (ns, name) in sorted(local_queues(platform).items(), key=lambda item: item[1])]
 
 
-def render_team_namespaces(platform: "BatchPlatform") -> list[dict[str, Any]]:
+def render_team_namespaces(platform: BatchPlatform) -> list[dict[str, Any]]:
     """Namespaces the teams own (`default` exists already)."""
-    names = sorted({t.team_namespace for t in platform.kueue.teams} - {DEFAULT_NAMESPACE})
+    names = sorted({t.team_namespace for t in platform.teams} - {DEFAULT_NAMESPACE})
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names]
 
 
@@ -471,7 +470,7 @@ def render_priority_classes() -> list[dict[str, Any]]:
     return objects
 
 
-def render_provisioning(platform: "BatchPlatform") -> list[dict[str, Any]]:
+def render_provisioning(platform: BatchPlatform) -> list[dict[str, Any]]:
     """DWS queued provisioning: Kueue asks GKE for the nodes of a queued flavor before it admits a workload."""
     if not any(f.queued for f in tpu_flavors(platform)):
         return []
@@ -488,18 +487,18 @@ def render_provisioning(platform: "BatchPlatform") -> list[dict[str, Any]]:
     ]
 
 
-def render_flavors(platform: "BatchPlatform", cpu_pool_name: str) -> list[dict[str, Any]]:
-    return [render_tpu_flavor(f) for f in tpu_flavors(platform)] + [render_cpu_flavor(cpu_pool_name)]
+def render_flavors(platform: BatchPlatform) -> list[dict[str, Any]]:
+    return [render_tpu_flavor(f) for f in tpu_flavors(platform)] + [render_cpu_flavor(platform.cpu_pool_name)]
 
 
-def render_cluster_queues(platform: "BatchPlatform") -> list[dict[str, Any]]:
+def render_cluster_queues(platform: BatchPlatform) -> list[dict[str, Any]]:
     """Sorted by name: the teams' order in the config does not matter."""
     return [render_cluster_queue(platform, q) for q in sorted(cluster_queue_quotas(platform), key=lambda q: q.name)]
 
 
-def render_queue_objects(platform: "BatchPlatform", cpu_pool_name: str) -> list[dict[str, Any]]:
+def render_queue_objects(platform: BatchPlatform) -> list[dict[str, Any]]:
     """Every Kueue object of the stack, in creation order (flavors and checks before the queues naming them)."""
-    return (render_flavors(platform, cpu_pool_name) + render_provisioning(platform) + render_cluster_queues(platform)
+    return (render_flavors(platform) + render_provisioning(platform) + render_cluster_queues(platform)
             + render_local_queues(platform))
 
 
@@ -559,13 +558,10 @@ def render_webhook_probe(kueue_version: str) -> list[dict[str, Any]]:
     ]
 
 
-def kueue_problems(platform: "BatchPlatform") -> list[Problem]:
-    """Rules of `tpuplane:kueue`, checked once the pools are valid (quotas are derived from them)."""
-    problems = kueue_config_problems(platform)
-    if not problems:  # quotas are meaningful only for a valid team layout
-        problems += team_quota_problems(platform)
-    if machine_shape(platform.cpu_pool.machine_type) is None:
-        problems.append(Problem("tpuplane:cluster.cpuPool.machineType", platform.cpu_pool.machine_type,
-                                "<family>-standard|highmem|highcpu-<vCPUs> or <family>-custom-<vCPUs>-<MiB>",
-                                "the CPU pool's Kueue quota (cpu, memory) is derived from it"))
-    return problems
+def cpu_quota_problems(platform: BatchPlatform, source: Source) -> list[Problem]:
+    """The CPU pool's Kueue quota (cpu, memory) is derived from its machine type: its name must say its shape."""
+    if machine_shape(platform.cpu_machine_type) is not None:
+        return []
+    return [Problem(source.path("cpu_machine_type"), platform.cpu_machine_type,
+                    "<family>-standard|highmem|highcpu-<vCPUs> or <family>-custom-<vCPUs>-<MiB>",
+                    "the CPU pool's Kueue quota (cpu, memory) is derived from it")]

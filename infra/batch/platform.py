@@ -1,42 +1,55 @@
-"""What Kueue, its queues and the workloads see of a cluster: `BatchPlatform`.
+"""What Kueue, its queues and the workloads see of a cluster: `BatchPlatform`, the `BatchStackArgs` read.
 
-One description, whoever made the cluster: a tpuplane stack (`StackConfig.batch_platform`) or a team's own
-program that hands the `BatchStack` component a plain list of its pools (`tpuplane.infra.batch.args`).
-Every Kueue renderer and every workload rule reads this, never the whole stack config.
+One description, whoever made the cluster: a tpuplane stack (its `tpuplane:kueue` section, with the pools,
+the CPU pool and the service namespaces the stack supplies) or a team's own program that hands the `BatchStack`
+component a plain list of its pools. Every Kueue renderer and every workload rule reads this, never a whole
+stack config.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Annotated
 
-if TYPE_CHECKING:
-    from tpuplane.infra.batch.kueue_config import KueueConfig
-    from tpuplane.infra.config import CpuPoolConfig, TpuPoolConfig
+from pydantic import Field
+
+from tpuplane.infra.args import text, text_list
+from tpuplane.infra.batch.kueue_config import (
+    DEFAULT_COHORT,
+    DEFAULT_JOBSET_VERSION,
+    DEFAULT_KUEUE_VERSION,
+    KueueTeam,
+)
+from tpuplane.infra.fleet.cluster import CPU_POOL_NAME, DEFAULT_CPU_MACHINE_TYPE, CpuPool
+from tpuplane.infra.fleet.pools import KueuePool
+from tpuplane.infra.model import Allowed, FromStack, Hint
+from tpuplane.infra.naming import DNS_LABEL, GKE_MAX_NODES, GKE_NAME, K8S_NAME
+from tpuplane.infra.model import ConfigModel
+
+BATCH_ARGS = "BatchStackArgs"
 
 
-@dataclass(frozen=True)
-class BatchPlatform:
-    """The TPU pool groups Kueue admits to, the CPU pool, the tenancy layout and what Kueue must leave alone."""
+class BatchPlatform(ConfigModel):
+    """The TPU pool groups Kueue admits to, the tenancy layout, the CPU pool and what Kueue must leave alone."""
 
-    tpu_pools: tuple["TpuPoolConfig", ...]
-    kueue: "KueueConfig"
-    cpu_pool: "CpuPoolConfig"
-    cluster_name: str = ""
+    pools: Annotated[list[KueuePool], FromStack("tpuplane:tpuPools"), Allowed("a list of KueuePoolArgs"),
+                     Hint("TpuSlicePool(...).kueue_pool")]
+    teams: list[KueueTeam] = []
+    cohort: str = DEFAULT_COHORT
+    kueue_version: str = Field(DEFAULT_KUEUE_VERSION, alias="version")
+    jobset_version: str = DEFAULT_JOBSET_VERSION
+    cpu_pool_name: Annotated[text("a GKE node pool name", DNS_LABEL),
+                             FromStack("tpuplane:cluster.cpuPool")] = CPU_POOL_NAME
+    cpu_machine_type: Annotated[str, FromStack("tpuplane:cluster.cpuPool.machineType")] = DEFAULT_CPU_MACHINE_TYPE
+    cpu_max_nodes: Annotated[int, FromStack("tpuplane:cluster.cpuPool.maxNodes")] = Field(
+        CpuPool.model_fields["max_nodes"].default, ge=1, le=GKE_MAX_NODES)
+    cluster_name: Annotated[text("a GKE cluster name", GKE_NAME), FromStack("tpuplane:cluster.name")] = ""
     """Names derived from the cluster (tpu7/tpu7x workload policies); empty when no pool needs one."""
-    dedicated_slices: Mapping[str, int] = field(default_factory=dict)
-    """Pool group -> its first slices, held outside Kueue (by a Shared Pathways Service)."""
-    service_namespaces: tuple[str, ...] = ()
+    service_namespaces: Annotated[text_list("a namespace name", K8S_NAME), FromStack("tpuplane:pathways.name")] = []
     """Namespaces of long-lived services whose jobs Kueue must never intercept."""
+    install_controllers: Annotated[bool, FromStack("tpuplane:kueue")] = True
+    """False: Kueue and JobSet already run on the cluster (no Helm releases, nothing waits on them)."""
 
-    def queued_slices(self, pool: "TpuPoolConfig") -> int:
-        """Slices of `pool` that Kueue admits workloads to: all but the dedicated ones."""
-        return pool.slices - self.dedicated_slices.get(pool.name, 0)
-
-
-def kueue_pool_of(pool: "TpuPoolConfig", *, dedicated_slices: int = 0) -> dict[str, Any]:
-    """A pool group as `BatchStackArgs.pools` describes it: only what Kueue's flavors and quotas read."""
-    fields = {"name": pool.name, "tpu_type": pool.tpu_type, "slices": pool.slices, "capacity": pool.capacity.value,
-              "machine_type": pool.machine_type, "max_run_duration": pool.max_run_duration,
-              "dedicated_slices": dedicated_slices}
-    return {key: value for key, value in fields.items() if value is not None}
+    @property
+    def team_namespaces(self) -> list[str]:
+        """Namespaces of the declared teams: where clients (and their proxies) run."""
+        return sorted({team.team_namespace for team in self.teams})

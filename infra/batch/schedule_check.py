@@ -18,14 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from tpuplane.infra.batch.admission import QUEUE_LABEL, admitted
 from tpuplane.infra.batch.kueue import CPU_FLAVOR, render_cluster_queues, render_flavors, render_local_queues
+from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
 from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
 from tpuplane.infra.fleet.nodepools import plan_tpu_pools
+from tpuplane.infra.fleet.pools import SlicePoolSpec
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     GKE_MULTISLICE_RULE,
@@ -37,8 +38,6 @@ from tpuplane.infra.fleet.scheduling import (
     tpu_node_taints,
 )
 
-if TYPE_CHECKING:
-    from tpuplane.infra.config import StackConfig
 
 _GKE_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
 _MIB = Decimal(2**20)
@@ -80,10 +79,10 @@ def _allocatable(machine_type: str) -> tuple[Decimal | None, Decimal | None]:
     return Decimal(allocatable.millicores) / 1000, Decimal(allocatable.memory_mib)
 
 
-def stack_facts(cfg: "StackConfig") -> StackFacts:
+def stack_facts(tpu_pools: Sequence[SlicePoolSpec], platform: BatchPlatform) -> StackFacts:
     """Everything the simulation needs, from the same renderers and plans the stack program uses."""
     pools = []
-    for group in plan_tpu_pools(cfg):
+    for group in plan_tpu_pools(tpu_pools):
         cpu, memory = _allocatable(group.spec.machine_type)
         for pool in group.pools:
             labels = {**tpu_node_labels(group.spec, group.config.capacity.value), **pool.labels,
@@ -96,15 +95,15 @@ def stack_facts(cfg: "StackConfig") -> StackFacts:
                 taints[(taint["key"], effect)] = {**taint, "effect": effect}
             pools.append(NodePoolFacts(pool.name, labels, tuple(taints.values()), group.spec.vms_per_slice,
                                        group.spec.chips_per_vm, cpu, memory))
-    cpu_pool = cfg.cluster.cpu_pool
-    cpu, memory = _allocatable(cpu_pool.machine_type)
-    pools.append(NodePoolFacts(CPU_POOL_NAME, {NODEPOOL_LABEL: CPU_POOL_NAME, INSTANCE_TYPE_LABEL: cpu_pool.machine_type},
-                               (), cpu_pool.max_nodes, 0, cpu, memory))
+    cpu, memory = _allocatable(platform.cpu_machine_type)
+    pools.append(NodePoolFacts(platform.cpu_pool_name, {NODEPOOL_LABEL: platform.cpu_pool_name,
+                                                        INSTANCE_TYPE_LABEL: platform.cpu_machine_type},
+                               (), platform.cpu_max_nodes, 0, cpu, memory))
     return StackFacts(
-        flavors={f["metadata"]["name"]: f for f in render_flavors(cfg.batch_platform, CPU_POOL_NAME)},
-        cluster_queues={q["metadata"]["name"]: q for q in render_cluster_queues(cfg.batch_platform)},
+        flavors={f["metadata"]["name"]: f for f in render_flavors(platform)},
+        cluster_queues={q["metadata"]["name"]: q for q in render_cluster_queues(platform)},
         local_queues={(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
-                      for q in render_local_queues(cfg.batch_platform)},
+                      for q in render_local_queues(platform)},
         pools=tuple(pools),
     )
 
@@ -485,9 +484,10 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
     return ScheduleCheck(name, namespace, queue, cluster_queue, tuple(checks))
 
 
-def schedule_problems(manifests: Iterable[Mapping[str, Any]], cfg: "StackConfig") -> list[Problem]:
+def schedule_problems(manifests: Iterable[Mapping[str, Any]], tpu_pools: Sequence[SlicePoolSpec],
+                      platform: BatchPlatform) -> list[Problem]:
     """The check as problems, for the renderers: a workload the stack could never run is refused up front."""
-    facts = stack_facts(cfg)
+    facts = stack_facts(tpu_pools, platform)
     problems = []
     for manifest in manifests:
         result = check_workload(manifest, facts)

@@ -29,8 +29,8 @@ from pydantic import Field
 from tpuplane.infra.batch.admission import QUEUE_LABEL
 from tpuplane.infra.fleet.capacity import CAPACITY_MODES
 from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_tpu_type
+from tpuplane.infra.fleet.pools import Capacity
 from tpuplane.infra.batch.platform import BatchPlatform
-from tpuplane.infra.config import Capacity
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.kueue import (
     DEFAULT_LOCAL_QUEUE,
@@ -179,8 +179,7 @@ def _provisioned(capacity: str) -> bool:
 
 
 def _pool_summary(platform: BatchPlatform) -> str:
-    pools = [f"{p.name} ({p.tpu_type} x{platform.queued_slices(p)} for Kueue, {p.capacity.value})"
-             for p in platform.tpu_pools]
+    pools = [f"{p.name} ({p.tpu_type} x{p.queued_slices} for Kueue, {p.capacity.value})" for p in platform.pools]
     return ", ".join(pools) or "no TPU pools"
 
 
@@ -261,7 +260,7 @@ def _queue_problems(spec: TpuWorkloadSpec, platform: BatchPlatform) -> list[Prob
 def _team_queue(spec: TpuWorkloadSpec, platform: BatchPlatform) -> str | None:
     """The team ClusterQueue behind the workload's LocalQueue, if it names a team's."""
     wanted = (spec.namespace or DEFAULT_NAMESPACE, spec.queue or DEFAULT_LOCAL_QUEUE)
-    return next((t.name for t in platform.kueue.teams if (t.team_namespace, t.name) == wanted), None)
+    return next((t.name for t in platform.teams if (t.team_namespace, t.name) == wanted), None)
 
 
 def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None) -> list[Problem]:
@@ -301,7 +300,7 @@ def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = Non
     queue = spec.queue or DEFAULT_LOCAL_QUEUE
     priority = spec.priority
     if priority is None and platform is not None:
-        team = next((t for t in platform.kueue.teams if (t.team_namespace, t.name) == (namespace, queue)), None)
+        team = next((t for t in platform.teams if (t.team_namespace, t.name) == (namespace, queue)), None)
         priority = team.priority if team else None
     return spec.model_copy(update={"namespace": namespace, "queue": queue, "priority": priority or DEFAULT_PRIORITY})
 

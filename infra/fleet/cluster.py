@@ -1,14 +1,33 @@
-"""Decisions about the GKE cluster itself: location, identity, the CPU system pool and how clients reach it."""
+"""The GKE cluster: its Args (`TpuClusterArgs`, the `tpuplane:cluster` section), GKE's rules for it, its reader,
+and the decisions about it (location, identity, the CPU system pool, how clients reach it)."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated, Iterable
 
 import yaml
+from pydantic import Field, field_validator
 
-from tpuplane.infra.config import ClusterConfig, StackConfig
+from tpuplane.infra.args import Source, read_checked, text
+from tpuplane.infra.errors import Problem
 from tpuplane.infra.fleet.networking import accelerator_networking
-from tpuplane.infra.naming import node_service_account_id
+from tpuplane.infra.fleet.pools import SlicePoolSpec
+from tpuplane.infra.model import ConfigModel, FromStack
+from tpuplane.infra.naming import (
+    DNS_LABEL,
+    GKE_MAX_NODES,
+    GKE_NAME_MAX,
+    PROJECT_ID,
+    REGION,
+    SERVICE_ACCOUNT_ID_MAX,
+    node_service_account_id,
+)
+
+CLUSTER_ARGS = "TpuClusterArgs"
 
 CPU_POOL_NAME = "cpu"
 PRODUCTION_LABEL = "tpuplane-production"  # GCE label on the cluster, read by the policy pack
@@ -17,6 +36,140 @@ WORKLOAD_POOL_SUFFIX = ".svc.id.goog"  # Workload Identity pool: <project>.svc.i
 # Least privilege for nodes: GKE's own minimal node role (logs, metrics, metadata) and image pulls.
 NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
 NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)  # IAM, not scopes, limits access
+DEFAULT_CPU_MACHINE_TYPE = "n2-standard-16"  # the CPU system pool's machine, when none is given
+
+
+class MaintenanceExclusion(ConfigModel):
+    """Freeze minor and node upgrades of a training cluster (Cluster Toolkit's practice)."""
+
+    name: str = "training-freeze"
+    start_time: str
+    end_time: str | None = None  # None: until the end of the minor version's support (NO_MINOR_* scopes only)
+    scope: str = Field("NO_MINOR_OR_NODE_UPGRADES", pattern="^(NO_UPGRADES|NO_MINOR_UPGRADES|NO_MINOR_OR_NODE_UPGRADES)$")
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _rfc3339(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                moment = datetime.fromisoformat(v)
+            except ValueError:
+                raise ValueError("an RFC 3339 time such as 2026-12-01T00:00:00Z") from None
+            if moment.tzinfo is None:
+                raise ValueError("an RFC 3339 time with a zone, such as 2026-12-01T00:00:00Z")
+        return v
+
+
+class AuthorizedNetwork(ConfigModel):
+    cidr: str
+    name: str = ""
+
+    @field_validator("cidr")
+    @classmethod
+    def _canonical_cidr(cls, v: str) -> str:
+        """What GKE takes: an IPv4 network in its canonical form (no host bits, no `/00`, no `01.`)."""
+        try:
+            network = ipaddress.IPv4Network(v, strict=True)
+        except ValueError:
+            network = None
+        if network is None or str(network) != v:
+            raise ValueError("an IPv4 CIDR block such as 203.0.113.0/24 (address bits beyond the prefix zero)")
+        return v
+
+
+class CpuPool(ConfigModel):
+    """The system/CPU pool: Kueue, JobSet, the Pathways head and client proxies run here."""
+
+    machine_type: str = DEFAULT_CPU_MACHINE_TYPE
+    min_nodes: int = Field(1, ge=0, le=GKE_MAX_NODES)
+    max_nodes: int = Field(10, ge=1, le=GKE_MAX_NODES)
+
+
+class ClusterSpec(ConfigModel):
+    """`TpuClusterArgs`, or the `tpuplane:cluster` section with the stack's project and region."""
+
+    project: Annotated[text("a GCP project id, e.g. acme-ml", PROJECT_ID), FromStack("gcp:project")]
+    region: Annotated[text("a region, e.g. us-east5", REGION), FromStack("gcp:region")]
+    name: str
+    zone: str
+    regional: bool = True  # regional control plane, TPU nodes in `zone` (xpk's layout)
+    release_channel: str = Field("REGULAR", pattern="^(RAPID|REGULAR|STABLE|EXTENDED)$")
+    min_master_version: str | None = None
+    maintenance_exclusion: MaintenanceExclusion | None = None
+    deletion_protection: bool = True
+    production: bool = False
+    network: str = "default"
+    subnetwork: str | None = None
+    private_endpoint: bool = False
+    master_authorized_networks: list[AuthorizedNetwork] = []
+    cpu_pool: CpuPool = CpuPool()
+    multi_networking: Annotated[bool, FromStack("tpuplane:tpuPools")] = False
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, v: str) -> str:
+        if not DNS_LABEL.fullmatch(v) or len(v) > GKE_NAME_MAX:
+            raise ValueError(f"a DNS label of at most {GKE_NAME_MAX} characters: lowercase letters, digits, '-'")
+        return v
+
+    @property
+    def location(self) -> str:
+        """Where the control plane lives: the region (regional clusters) or the zone."""
+        return self.region if self.regional else self.zone
+
+
+def cluster_problems(cluster: ClusterSpec, source: Source) -> list[Problem]:
+    """GKE's rules for the cluster itself."""
+    problems = []
+    if not re.fullmatch(rf"{re.escape(cluster.region)}-[a-z]", cluster.zone):
+        problems.append(Problem(source.path("zone"), cluster.zone, f"a zone of region {cluster.region}",
+                                f"e.g. {cluster.region}-b, or change {source.path('region')}"))
+    sa = node_service_account_id(cluster.name)
+    if len(sa) > SERVICE_ACCOUNT_ID_MAX:
+        problems.append(Problem(source.path("name"), cluster.name,
+                                f"at most {SERVICE_ACCOUNT_ID_MAX - len(sa) + len(cluster.name)} characters",
+                                f"the node service account id '{sa}' must fit in {SERVICE_ACCOUNT_ID_MAX} characters"))
+    if cluster.private_endpoint and not cluster.master_authorized_networks:
+        problems.append(Problem(source.path("private_endpoint"), True,
+                                f"with {source.key('master_authorized_networks')}",
+                                "a private control plane is reached only from authorized networks inside the VPC; "
+                                "list the ranges pulumi and kubectl run from"))
+    problems += _maintenance_exclusion_problems(cluster.maintenance_exclusion, source.at("maintenance_exclusion"))
+    if cluster.cpu_pool.min_nodes > cluster.cpu_pool.max_nodes:
+        problems.append(Problem(source.path("cpu_pool", "min_nodes"), cluster.cpu_pool.min_nodes,
+                                f"at most {source.key('max_nodes', CpuPool)} ({cluster.cpu_pool.max_nodes})"))
+    return problems
+
+
+def _maintenance_exclusion_problems(exclusion: MaintenanceExclusion | None, source: Source) -> list[Problem]:
+    """GKE's rules: the window ends after it starts; NO_UPGRADES needs an end at most 30 days on."""
+    if exclusion is None:
+        return []
+    start, end_path = datetime.fromisoformat(exclusion.start_time), source.path("end_time")
+    start_key = source.key("start_time")
+    if exclusion.end_time is None:
+        if exclusion.scope == "NO_UPGRADES":
+            return [Problem(end_path, None, f"an end time at most 30 days after {start_key} with scope "
+                            "NO_UPGRADES", "only NO_MINOR_UPGRADES and NO_MINOR_OR_NODE_UPGRADES may last until "
+                            "the end of the version's support")]
+        return []
+    end = datetime.fromisoformat(exclusion.end_time)
+    if end <= start:
+        return [Problem(end_path, exclusion.end_time, f"a time after {start_key} ({exclusion.start_time})")]
+    if exclusion.scope == "NO_UPGRADES" and end - start > timedelta(days=30):
+        return [Problem(end_path, exclusion.end_time, f"at most 30 days after {start_key} with scope NO_UPGRADES",
+                        "use NO_MINOR_OR_NODE_UPGRADES for a longer freeze")]
+    return []
+
+
+def read_cluster(raw: object, source: Source, *, supplied: dict | None = None) -> ClusterSpec:
+    """`TpuClusterArgs`, or the `tpuplane:cluster` section (the stack supplies its project and region)."""
+    return read_checked(ClusterSpec, raw, source, cluster_problems, supplied=supplied)
+
+
+def needs_multi_networking(pools: Iterable[SlicePoolSpec]) -> bool:
+    """Pools with automated accelerator networking need a multi-networking cluster."""
+    return any(accelerator_networking(pool) for pool in pools)
 
 
 @dataclass(frozen=True)
@@ -30,27 +183,17 @@ class ClusterPlan:
     multi_networking: bool  # required by pools with automated accelerator networking
 
 
-def plan_cluster(c: ClusterConfig, *, project: str, region: str, multi_networking: bool) -> ClusterPlan:
+def plan_cluster(c: ClusterSpec) -> ClusterPlan:
     return ClusterPlan(
         name=c.name,
-        location=cluster_location(c, region),
+        location=c.location,
         # A zonal cluster's own zone must not be listed again (the provider would diff forever).
         node_locations=(c.zone,) if c.regional else (),
-        workload_pool=f"{project}{WORKLOAD_POOL_SUFFIX}",
+        workload_pool=f"{c.project}{WORKLOAD_POOL_SUFFIX}",
         service_account_id=node_service_account_id(c.name),
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
-        multi_networking=multi_networking,
+        multi_networking=c.multi_networking,
     )
-
-
-def cluster_location(c: ClusterConfig, region: str) -> str:
-    """Where the control plane lives: the region (regional clusters) or the zone."""
-    return region if c.regional else c.zone
-
-
-def needs_multi_networking(cfg: StackConfig) -> bool:
-    """Pools with automated accelerator networking need a multi-networking cluster."""
-    return any(accelerator_networking(pool) for pool in cfg.tpu_pools)
 
 
 def reservation_deletion_policy(production: bool) -> str | None:

@@ -24,13 +24,15 @@ class MachineShape:
     memory_mib: int
 
 
-
 @dataclass(frozen=True)
 class Allocatable:
     """What pods may request on one node: GKE's allocatable cpu (millicores) and memory (MiB)."""
 
     millicores: int
     memory_mib: int
+
+    def holds(self, need: "Allocatable") -> bool:
+        return self.millicores >= need.millicores and self.memory_mib >= need.memory_mib
 
 
 # TPU host VMs as GKE's TPU docs list them (vCPUs, memory GB): their names do not encode the shape. Hosts

@@ -11,23 +11,20 @@ not show it as the recommended setup.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from tpuplane.infra.config import TpuPoolConfig
+from tpuplane.infra.fleet.pools import SlicePoolSpec
 
 ACCELERATOR_NETWORK_PROFILE = "auto"
 NETWORKING_DRA_LABEL = "cloud.google.com/gke-networking-dra-driver"
 DEFAULT_GENERATIONS = frozenset({"v6e"})
 
 
-def accelerator_networking(pool: "TpuPoolConfig") -> bool:
+def accelerator_networking(pool: SlicePoolSpec) -> bool:
     """Does the pool get automated accelerator networking: as configured, else by its generation's default."""
     if pool.accelerator_network is not None:
         return pool.accelerator_network
     return pool.spec.generation in DEFAULT_GENERATIONS
 
 
-def networking_labels(pool: "TpuPoolConfig") -> dict[str, str]:
+def networking_labels(pool: SlicePoolSpec) -> dict[str, str]:
     """Node labels the pool declares for it: the managed DRANET driver runs only where asked."""
     return {NETWORKING_DRA_LABEL: "true"} if accelerator_networking(pool) else {}

@@ -8,10 +8,11 @@ here is valid by construction, and `TpuSlicePool` turns it into `gcp.container.N
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
-from tpuplane.infra.config import Capacity, StackConfig, TpuPoolConfig
+from tpuplane.infra.fleet.pools import Capacity, SlicePoolSpec
 from tpuplane.infra.naming import workload_policy_name
 from tpuplane.infra.fleet.networking import ACCELERATOR_NETWORK_PROFILE, accelerator_networking, networking_labels
 from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, dedicated_taint, pool_node_labels, pool_taints, slice_chips
@@ -92,9 +93,9 @@ class SlicePoolPlan:
 
 @dataclass(frozen=True)
 class PoolGroupPlan:
-    """A config entry of `tpuplane:tpuPools`: its slices' pools and the policy they share."""
+    """A pool group: its slices' pools and the policy they share."""
 
-    config: TpuPoolConfig
+    config: SlicePoolSpec
     spec: TpuSpec
     workload_policy: WorkloadPolicyPlan | None
     pools: list[SlicePoolPlan] = field(default_factory=list)
@@ -104,7 +105,7 @@ class PoolGroupPlan:
         return slice_chips(self.spec, self.config.slices)
 
 
-def _reservation_affinity(pool: TpuPoolConfig) -> ReservationAffinity | None:
+def _reservation_affinity(pool: SlicePoolSpec) -> ReservationAffinity | None:
     """None is GKE's default (any matching reservation); spot, flex-start and queued must say NO_RESERVATION."""
     affinity = capacity_mode(pool.capacity.value).reservation_affinity
     if affinity == "SPECIFIC_RESERVATION":
@@ -112,22 +113,16 @@ def _reservation_affinity(pool: TpuPoolConfig) -> ReservationAffinity | None:
     return ReservationAffinity(affinity) if affinity else None
 
 
-def plan_pool_group(cfg: StackConfig, pool: TpuPoolConfig) -> PoolGroupPlan:
-    """Every pool of one stack config entry. Pure: the same config gives the same plan."""
-    return plan_slice_group(pool, cluster_name=cfg.cluster.name, dedicated_slices=cfg.service_slices(pool),
-                            dedicated_owner=cfg.pathways.name if cfg.pathways else None)
-
-
-def plan_slice_group(pool: TpuPoolConfig, *, cluster_name: str, dedicated_slices: int = 0,
-                     dedicated_owner: str | None = None) -> PoolGroupPlan:
-    """Every pool of one group of slices, on any cluster: what `TpuSlicePool` creates. The first
-    `dedicated_slices` are held by `dedicated_owner` (a Shared Pathways Service) outside Kueue."""
-    spec = pool.spec
-    policy = (WorkloadPolicyPlan(workload_policy_name(cluster_name, pool.name), spec.topology)
+def plan_slice_group(pool: SlicePoolSpec) -> PoolGroupPlan:
+    """Every pool of one group of slices, on any cluster: what `TpuSlicePool` creates. Pure: the same Args give
+    the same plan. The first `dedicated_slices` are held by `dedicated_owner` (a Shared Pathways Service) outside
+    Kueue."""
+    spec, dedicated_owner = pool.spec, pool.dedicated_owner
+    policy = (WorkloadPolicyPlan(workload_policy_name(pool.plain_cluster_name or "", pool.name), spec.topology)
               if spec.needs_workload_policy else None)
     mode = capacity_mode(pool.capacity.value)
     from_zero = mode.scales_from_zero
-    dedicated = dedicated_slices if dedicated_owner else 0
+    dedicated = pool.dedicated_slices if dedicated_owner else 0
 
     def labels(i: int) -> dict[str, str]:
         own = {DEDICATED_KEY: dedicated_owner} if i < dedicated else {}
@@ -170,8 +165,8 @@ def plan_slice_group(pool: TpuPoolConfig, *, cluster_name: str, dedicated_slices
     return PoolGroupPlan(pool, spec, policy, pools)
 
 
-def plan_tpu_pools(cfg: StackConfig) -> list[PoolGroupPlan]:
-    return [plan_pool_group(cfg, pool) for pool in cfg.tpu_pools]
+def plan_tpu_pools(pools: Iterable[SlicePoolSpec]) -> list[PoolGroupPlan]:
+    return [plan_slice_group(pool) for pool in pools]
 
 
 def chips_by_generation(groups: list[PoolGroupPlan]) -> dict[str, int]:

@@ -13,12 +13,14 @@ connections.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_pathways_instance_type, resolve_tpu_type
+from tpuplane.infra.args import Source, read_checked
 from tpuplane.infra.errors import ConfigError, Problem, problems_of
+from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_pathways_instance_type, resolve_tpu_type
+from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.pathways.images import pull_policy
 
 PROXY_PORT = 29000  # the IFRT proxy's gRPC port; clients use JAX_BACKEND_TARGET=grpc://...:29000
@@ -420,32 +422,41 @@ JANITOR_COMPONENT = "proxy-janitor"
 DEFAULT_JANITOR_SCHEDULE = "*/5 * * * *"
 
 
-@dataclass(frozen=True)
-class JanitorSpec:
-    """A CronJob that runs `tpuplane janitor` in one namespace, with just the rights to list and delete Jobs."""
+class JanitorSpec(ConfigModel):
+    """`ProxyJanitorArgs`: a CronJob that runs `tpuplane janitor` in one namespace, with just the rights to list
+    and delete Jobs."""
 
     namespace: str
     image: str  # any image with `tpuplane[runtime]` installed
     schedule: str = DEFAULT_JANITOR_SCHEDULE
     stale_after_seconds: int = DEFAULT_STALE_AFTER_SECONDS
-    name: str = JANITOR_NAME
+    object_name: str = JANITOR_NAME
 
 
-def janitor_problems(spec: JanitorSpec, *, path: str = "proxyJanitor") -> list[Problem]:
+_JANITOR_HINTS = {"namespace": "the proxy janitor's CronJob runs in this namespace",
+                  "object_name": "its CronJob's Jobs add a suffix to this name"}
+
+
+def janitor_problems(spec: JanitorSpec, source: Source) -> list[Problem]:
     problems: list[Problem] = []
-    for field, value in (("namespace", spec.namespace), ("name", spec.name)):
+    for field in ("namespace", "object_name"):
         # CronJob names: 52, room for the Job suffix
-        problems += problems_of(lambda: parse_name(value, path=f"{path}.{field}", max_length=52))
-    problems += problems_of(lambda: parse_image(spec.image, path=f"{path}.image"))
-    fields = spec.schedule.split() if isinstance(spec.schedule, str) else []
+        problems += [dataclasses.replace(p, hint=_JANITOR_HINTS[field]) for p in problems_of(
+            lambda: parse_name(getattr(spec, field), path=source.path(field), max_length=52))]
+    problems += problems_of(lambda: parse_image(spec.image, path=source.path("image")))
+    fields = spec.schedule.split()
     if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
-        problems.append(Problem(f"{path}.schedule", spec.schedule, "a 5-field cron schedule", "e.g. */5 * * * *"))
-    if isinstance(spec.stale_after_seconds, bool) or not isinstance(spec.stale_after_seconds, int) \
-            or not 60 <= spec.stale_after_seconds <= MAX_STALE_AFTER_SECONDS:
-        problems.append(Problem(f"{path}.staleAfterSeconds", spec.stale_after_seconds,
+        problems.append(Problem(source.path("schedule"), spec.schedule, "a 5-field cron schedule", "e.g. */5 * * * *"))
+    if not 60 <= spec.stale_after_seconds <= MAX_STALE_AFTER_SECONDS:
+        problems.append(Problem(source.path("stale_after_seconds"), spec.stale_after_seconds,
                                 f"an integer from 60 to {MAX_STALE_AFTER_SECONDS} (a week)",
                                 "several times the client's heartbeat interval (30 s)"))
     return problems
+
+
+def read_janitor(raw: object, source: Source, *, supplied: Mapping[str, object] | None = None) -> JanitorSpec:
+    """`ProxyJanitorArgs`, or a janitor of a stack's Pathways service (its namespace and image supplied)."""
+    return read_checked(JanitorSpec, raw, source, janitor_problems, supplied=supplied)
 
 
 def janitor_command_args(spec: JanitorSpec) -> list[str]:
@@ -454,12 +465,9 @@ def janitor_command_args(spec: JanitorSpec) -> list[str]:
 
 def render_janitor(spec: JanitorSpec) -> list[dict]:
     """ServiceAccount, Role (list/get/delete Jobs), RoleBinding and CronJob, in creation order."""
-    problems = janitor_problems(spec)
-    if problems:
-        raise ConfigError(problems)
     labels = dict(sorted({MANAGED_BY_LABEL: MANAGED_BY, COMPONENT_LABEL: JANITOR_COMPONENT}.items()))
     def meta() -> dict:
-        return {"name": spec.name, "namespace": spec.namespace, "labels": dict(labels)}
+        return {"name": spec.object_name, "namespace": spec.namespace, "labels": dict(labels)}
 
 
     service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()}
@@ -473,8 +481,8 @@ def render_janitor(spec: JanitorSpec) -> list[dict]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": meta(),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": spec.name},
-        "subjects": [{"kind": "ServiceAccount", "name": spec.name, "namespace": spec.namespace}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": spec.object_name},
+        "subjects": [{"kind": "ServiceAccount", "name": spec.object_name, "namespace": spec.namespace}],
     }
     cron_job = {
         "apiVersion": "batch/v1",
@@ -511,7 +519,7 @@ def render_janitor(spec: JanitorSpec) -> list[dict]:
                                 },
                             }],
                             "restartPolicy": "Never",
-                            "serviceAccountName": spec.name,
+                            "serviceAccountName": spec.object_name,
                         },
                     },
                 },

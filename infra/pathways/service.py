@@ -26,10 +26,9 @@ import copy
 import hashlib
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from tpuplane.infra.fleet.machines import machine_shape as gce_machine_shape
+from tpuplane.infra.fleet.machines import Allocatable
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.pathways.images import pull_policy
 from tpuplane.infra.pathways.proxy import PROXY_RESOURCES
@@ -111,44 +110,22 @@ _QUANTITY_SUFFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "K
 _QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<suffix>[kMGT]i?|Ki)?$")
 
 
-def _gib(quantity: str) -> float:
+def _mib(quantity: str) -> int:
     match = _QUANTITY.match(quantity)
     if match is None:
         raise ValueError(f"not a memory quantity: {quantity!r}")
-    return float(match["number"]) * _QUANTITY_SUFFIXES[match["suffix"] or ""] / 2**30
+    return math.ceil(float(match["number"]) * _QUANTITY_SUFFIXES[match["suffix"] or ""] / 2**20)
 
 
-@dataclass(frozen=True, order=True)
-class MachineShape:
-    """vCPUs and memory of a machine, or what a pod needs of one."""
+def pathways_cpu_requirements() -> Allocatable:
+    """What a CPU-pool node must leave to pods to hold any one Pathways CPU pod: the head or a client's proxy.
 
-    vcpus: int
-    memory_gib: int
-
-    def holds(self, other: "MachineShape") -> bool:
-        return self.vcpus >= other.vcpus and self.memory_gib >= other.memory_gib
-
-
-# What GKE reserves on a large node (kubelet, eviction threshold) plus system DaemonSets, rounded up.
-_NODE_OVERHEAD = MachineShape(vcpus=1, memory_gib=11)
-
-
-def pathways_cpu_requirements() -> MachineShape:
-    """The smallest CPU-pool machine that holds any one Pathways CPU pod: the head or a client's proxy.
-
-    Pods are placed one by one (the pool autoscales), so a node needs the largest pod plus the node's own
-    overhead. The proxy (16 vCPU, 100 GB) dominates, so a 16-vCPU machine is too small: n2-standard-32 fits.
+    Pods are placed one by one (the pool autoscales), so a node's allocatable cpu and memory must hold the
+    largest pod's requests. The proxy (16 vCPU, 100 GB) dominates: n2-standard-32 holds it, n2-standard-16 does not.
     """
     pods = [RM_RESOURCES, PROXY_RESOURCES]
-    cpu = max(math.ceil(float(pod["cpu"])) for pod in pods)
-    memory = max(_gib(pod["memory"]) for pod in pods)
-    return MachineShape(vcpus=cpu + _NODE_OVERHEAD.vcpus, memory_gib=math.ceil(memory) + _NODE_OVERHEAD.memory_gib)
-
-
-def machine_shape(machine_type: str) -> MachineShape | None:
-    """vCPUs and GiB of a GCE machine type such as `n2-standard-64`; None when its name does not say."""
-    shape = gce_machine_shape(machine_type)
-    return MachineShape(shape.vcpus, shape.memory_mib // 1024) if shape else None
+    return Allocatable(millicores=max(math.ceil(float(pod["cpu"]) * 1000) for pod in pods),
+                       memory_mib=max(_mib(pod["memory"]) for pod in pods))
 
 
 # ---- the JobSet ------------------------------------------------------------------------------------------------
