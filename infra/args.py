@@ -83,7 +83,8 @@ class Source:
         return path, model
 
 
-_NOT_A_MAPPING = ("a mapping of field names to values", Hint("build Args as SomeArgs(field=value, ...), nested ones as dicts"))
+_NOT_A_MAPPING = ("a mapping of field names to values",
+                  Hint("build Args as SomeArgs(field=value, ...), nested ones as dicts"))
 _MAPPING_TYPES = ("model_type", "dict_type", "model_attributes_type")
 
 
@@ -147,7 +148,8 @@ def read_checked(model: type[Model], raw: object, source: Source, rules: Callabl
 
 
 def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+    """`root.key`; a root that ends in ':' (a file, `base plan p.json:`) is followed by a space."""
+    return f"{path} {key}" if path.endswith(":") else f"{path}.{key}" if path else key
 
 
 def _unknown_key(source: Source, key: str, value: object, keys: Mapping[str, str]) -> Problem:

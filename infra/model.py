@@ -124,9 +124,9 @@ def _kind_names(kinds: set[type]) -> str:
     return " or ".join(names[k] for k in (bool, int, float, str) if k in kinds)
 
 
-def nested_model(annotation: Any) -> type[ConfigModel] | None:
+def nested_model(annotation: Any) -> type[BaseModel] | None:
     """The model a field holds, alone, in a list or optional (`list[Team]` -> Team); None for scalars."""
-    if isinstance(annotation, type) and issubclass(annotation, ConfigModel):
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
         found = nested_model(arg)

@@ -12,12 +12,12 @@ from tpuplane.infra.review.cost import cost_delta, fleet_cost, load_prices, mone
 from tpuplane.infra.review.plan import parse_plan
 from tpuplane.infra.review.summary import summarize
 
-from plan_factory import PROJECT, STACK, node_pool, patch, plan
+from plan_factory import node_pool, patch, plan
 
 
 def _summary(*resources):
     parsed = parse_plan(plan(*resources))
-    return summarize(PROJECT, STACK, parsed.resources)
+    return summarize(parsed)
 
 
 @pytest.fixture

@@ -316,7 +316,8 @@ def test_parse_plan_rejects_duplicate_urns():
 def test_parse_plan_names_the_missing_field():
     broken = plan(cluster())
     del broken["resources"][0]["inputs"]
-    with pytest.raises(ConfigError, match=r"resources\[0\]\.inputs: got 'nothing'"):
+    with pytest.raises(ConfigError, match=r"plan: resources\[0\]\.inputs: got None; allowed: a value: this key is "
+                                          r"required"):
         parse_plan(broken)
 
 

@@ -23,7 +23,7 @@ def stack_plans():
 
 @pytest.fixture(scope="module")
 def summaries(stack_plans):
-    return {stack: summarize(plan.project, plan.stack, plan.resources) for stack, plan in stack_plans.items()}
+    return {stack: summarize(plan) for stack, plan in stack_plans.items()}
 
 
 def _group(summary, name):
@@ -97,7 +97,7 @@ def test_summary_counts_resources_per_type(summaries, stack_plans):
 def test_summary_reads_a_plan_file_as_diff_does(stack_plans, summaries):
     parsed = parse_plan(stack_plans["prod"].to_json())
 
-    assert summarize(parsed.project, parsed.stack, parsed.resources) == summaries["prod"]
+    assert summarize(parsed) == summaries["prod"]
 
 
 @pytest.mark.parametrize(("node_config", "extra", "expected"), [

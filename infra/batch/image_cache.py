@@ -46,7 +46,8 @@ def read_image_cache(raw: object, source: Source) -> ImageCacheSpec:
 
 def _image_problems(spec: ImageCacheSpec, source: Source) -> list[Problem]:
     problems = [] if spec.images else [Problem(source.path("images"), spec.images, "at least one image")]
-    return problems + [Problem(source.path("images", i), image, "an image reference such as us-docker.pkg.dev/p/r/img:tag")
+    return problems + [Problem(source.path("images", i), image,
+                               "an image reference such as us-docker.pkg.dev/p/r/img:tag")
                        for i, image in enumerate(spec.images) if not image or any(c.isspace() for c in image)]
 
 

@@ -11,6 +11,7 @@ from typing import Mapping
 
 QUEUED_LABEL = "cloud.google.com/gke-queued"
 SPOT_LABEL = "cloud.google.com/gke-spot"
+FLEX_START_LABEL = "cloud.google.com/gke-flex-start"  # GKE sets it on flex-start nodes; tpuplane selects by capacity
 
 
 @dataclass(frozen=True)

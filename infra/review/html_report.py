@@ -13,10 +13,11 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total
-from tpuplane.infra.review.summary import FleetSummary, Resource, key_properties, short_type, urn_name
+from tpuplane.infra.review.plan import Plan, PlannedResource
+from tpuplane.infra.review.summary import FleetSummary, key_properties, short_type, summarize, urn_name
 
 CAPACITY_COLOURS = {"reservation": "#2e7d32", "on-demand": "#1565c0", "flex-start": "#8e24aa",
                     "queued": "#6a1b9a", "spot": "#ef6c00"}
@@ -154,7 +155,7 @@ def _costs(summary: FleetSummary, prices: PriceTable) -> str:
             f"<tbody>{rows}</tbody></table><p class=\"note\">{_e(prices.note)}</p>")
 
 
-def _resources(resources: list[Resource]) -> str:
+def _resources(resources: Sequence[PlannedResource]) -> str:
     rows = []
     for r in resources:
         props = "; ".join(f"{k}: {v}" for k, v in key_properties(r.type, r.inputs))
@@ -170,8 +171,9 @@ def _resources(resources: list[Resource]) -> str:
             "<th>Key properties</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
-def render_html(summary: FleetSummary, resources: Iterable[Resource], prices: PriceTable) -> str:
-    items = list(resources)
+def render_html(plan: Plan, prices: PriceTable) -> str:
+    """A redacted plan as one page."""
+    summary, items = summarize(plan), plan.resources
     chips = sum(summary.chips_by_generation().values())
     monthly = total(fleet_cost(summary, prices))
     cards = [("TPU chips", str(chips)), ("slices", str(sum(g.slices for g in summary.pool_groups))),

@@ -40,8 +40,7 @@ class DiffContext:
 def diff_context(base: Plan, head: Plan, prices: PriceTable) -> DiffContext:
     inputs = {r.urn: r.inputs for r in base.resources}
     inputs.update({r.urn: r.inputs for r in head.resources})
-    base_summary = summarize(base.project, base.stack, base.resources)
-    head_summary = summarize(head.project, head.stack, head.resources)
+    base_summary, head_summary = summarize(base), summarize(head)
     return DiffContext(inputs, head_summary, cost_delta(base_summary, head_summary, prices), prices)
 
 

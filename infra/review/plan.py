@@ -5,13 +5,15 @@ a `Plan`; reading a plan file checks it against this type (`parse_plan`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.args import Source, validation_problems
+from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.catalog import machine_type_generation
 from tpuplane.infra.redaction import redact, redact_inputs, redact_text, sensitive_paths
 
@@ -92,6 +94,10 @@ class Plan(BaseModel):
         return self.model_copy(update={"resources": resources, "outputs": redact(self.outputs)})
 
 
+_PLAN_HINT = ('write plans with `tpuplane plan --format json`: {"project", "stack", "resources": '
+              '[{"urn", "type", "name", "parent", "inputs", "dependsOn"}]}')
+
+
 def _shown(value: Any) -> object:
     """What an error message may show of a bad value: scalars, never whole (possibly secret) objects."""
     if isinstance(value, (bool, int, float)) or value is None:
@@ -106,22 +112,13 @@ def parse_plan(raw: object, source: str = "plan") -> Plan:
     try:
         plan = Plan.model_validate(raw)
     except ValidationError as err:
-        problems = []
-        for e in err.errors():
-            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]).lstrip(".")
-            problems.append(Problem(
-                path=f"{source}: {where or '<top>'}",
-                given="nothing" if e["type"] == "missing" else _shown(e.get("input")),
-                allowed=e["msg"],
-                hint='write plans with `tpuplane plan --format json`: {"project", "stack", "resources": '
-                     '[{"urn", "type", "name", "parent", "inputs", "dependsOn"}]}',
-            ))
-        raise ConfigError(problems) from None
+        raise ConfigError([dataclasses.replace(p, given=_shown(p.given), hint=_PLAN_HINT)
+                           for p in validation_problems(err, Source.config(f"{source}:", Plan))]) from None
     seen: set[str] = set()
     for i, r in enumerate(plan.resources):
         if r.urn in seen:
-            raise ConfigError.at(f"{source}: resources[{i}].urn", r.urn, "each URN once",
-                                 "a plan lists every resource exactly once")
+            raise ConfigError.at(Source.config(f"{source}:", Plan).path("resources", i, "urn"), r.urn,
+                                 "each URN once", "a plan lists every resource exactly once")
         seen.add(r.urn)
     return plan
 

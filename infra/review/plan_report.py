@@ -37,10 +37,6 @@ def plain_text(renderable: RenderableType, width: int = 160) -> str:
     return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
 
 
-def plan_summary(plan: Plan) -> FleetSummary:
-    return summarize(plan.project, plan.stack, plan.resources)
-
-
 def short(text: str, limit: int = _KEY_VALUE_MAX) -> str:
     """One-line summaries end in an ellipsis rather than being cut mid-value."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -137,12 +133,12 @@ def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = 
     add(root, "")
     if prices is None:
         return root
-    return Group(*summary_renderables(plan_summary(plan), prices), "", root)
+    return Group(*summary_renderables(summarize(plan), prices), "", root)
 
 
 def render_markdown(plan: Plan, prices: PriceTable) -> str:
     """A PR-ready page: summary tables and a Mermaid diagram first, resources by component, inputs folded."""
-    summary = plan_summary(plan)
+    summary = summarize(plan)
     lines = [f"### Plan of `{plan.project}/{plan.stack}`", "", *summary_markdown(summary, prices), "",
              *mermaid(summary), "", "#### Resources by component", "",
              "| Component | Type | Name | Key properties |", "| --- | --- | --- | --- |"]
@@ -167,5 +163,5 @@ def render_plan(plan: Plan, fmt: ReportFormat, prices: PriceTable, *, details: b
     if fmt is ReportFormat.MARKDOWN:
         return render_markdown(plan, prices)
     if fmt is ReportFormat.HTML:
-        return render_html(plan_summary(plan), plan.resources, prices)
+        return render_html(plan, prices)
     return plain_text(render_table(plan, details=details, prices=prices))

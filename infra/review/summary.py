@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.fleet.capacity import FLEX_START_LABEL, SPOT_LABEL
 from tpuplane.infra.fleet.catalog import find_generation, machine_type_generation, resolve_tpu_type
-from tpuplane.infra.review.plan import CLUSTER, CONFIG_GROUP, NODE_POOL, RESERVATION, pool_vms
+from tpuplane.infra.fleet.scheduling import ACCELERATOR_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
+from tpuplane.infra.pathways.service import MANAGED_BY_LABELS
+from tpuplane.infra.review.plan import CLUSTER, CONFIG_GROUP, NODE_POOL, RESERVATION, Plan, PlannedResource, pool_vms
 
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
@@ -27,19 +30,11 @@ RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 IMAGE = "docker-build:index:Image"
 
+_APP_NAME = "app.kubernetes.io/name"  # the Pathways service's JobSet carries the service's name label
 # Capacity modes, in the order a reviewer weighs them (guaranteed first).
 CAPACITY_MODES = ("reservation", "on-demand", "flex-start", "queued", "spot")
 # Single-host shapes by chips per VM, for pools without a placement policy.
 _SINGLE_HOST_TOPOLOGIES = {1: ("1x1", "1x1x1"), 4: ("2x2", "2x2x1"), 8: ("2x4",)}
-
-
-class Resource(Protocol):
-    """A planned resource as both the offline plan and a parsed plan file carry it."""
-
-    type: str
-    name: str
-    parent: str | None
-    inputs: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -213,26 +208,25 @@ def node_labels(inputs: Mapping[str, Any]) -> dict[str, str]:
     """The labels GKE puts on a pool's nodes that Kueue flavors select on, plus the pool's own labels."""
     node_config = inputs.get("nodeConfig") or {}
     machine_type = node_config.get("machineType", "")
-    labels = {"cloud.google.com/gke-nodepool": str(inputs.get("name", "")),
-              "node.kubernetes.io/instance-type": str(machine_type)}
+    labels = {NODEPOOL_LABEL: str(inputs.get("name", "")), INSTANCE_TYPE_LABEL: str(machine_type)}
     facts = machine_type_generation(machine_type) if machine_type else None
     if facts:
         generation = find_generation(facts[0])
         topology = _dig(inputs, "placementPolicy", "tpuTopology")
         spec = _tpu_spec(facts[0], machine_type, facts[1], topology or "")
-        labels["cloud.google.com/gke-tpu-accelerator"] = generation.accelerator  # type: ignore[union-attr]
+        labels[ACCELERATOR_LABEL] = generation.accelerator  # type: ignore[union-attr]
         if spec is not None:
-            labels["cloud.google.com/gke-tpu-topology"] = spec.topology
+            labels[TOPOLOGY_LABEL] = spec.topology
     if node_config.get("spot"):
-        labels["cloud.google.com/gke-spot"] = "true"
+        labels[SPOT_LABEL] = "true"
     if node_config.get("flexStart"):
-        labels["cloud.google.com/gke-flex-start"] = "true"
+        labels[FLEX_START_LABEL] = "true"
     labels.update({str(k): str(v) for k, v in (node_config.get("labels") or {}).items()})
     return labels
 
 
-def _pool_groups(resources: list[Resource]) -> tuple[tuple[PoolGroup, ...], tuple[CpuPool, ...]]:
-    tpu: dict[str, list[Resource]] = {}
+def _pool_groups(resources: Sequence[PlannedResource]) -> tuple[tuple[PoolGroup, ...], tuple[CpuPool, ...]]:
+    tpu: dict[str, list[PlannedResource]] = {}
     cpu: list[CpuPool] = []
     for r in resources:
         if r.type != NODE_POOL:
@@ -276,7 +270,7 @@ def pool_size(inputs: Mapping[str, Any]) -> str:
 # Kueue
 
 
-def _flavors(resources: list[Resource], groups: tuple[PoolGroup, ...], cpu: tuple[CpuPool, ...]
+def _flavors(resources: Sequence[PlannedResource], groups: tuple[PoolGroup, ...], cpu: tuple[CpuPool, ...]
              ) -> tuple[Flavor, ...]:
     flavors = []
     for r in resources:
@@ -290,27 +284,28 @@ def _flavors(resources: list[Resource], groups: tuple[PoolGroup, ...], cpu: tupl
     return tuple(sorted(flavors, key=lambda f: f.name))
 
 
-def _queues(resources: list[Resource]) -> tuple[Queue, ...]:
+def _queues(resources: Sequence[PlannedResource]) -> tuple[Queue, ...]:
     feeders: dict[str, list[str]] = {}
     for r in resources:
         if r.type == LOCAL_QUEUE:
             meta = r.inputs.get("metadata") or {}
             feeders.setdefault(_text(_dig(r.inputs, "spec", "clusterQueue")), []).append(
                 f"{meta.get('namespace', 'default')}/{meta.get('name', r.name)}")
-    queues = []
-    for r in resources:
-        if r.type != CLUSTER_QUEUE:
-            continue
-        spec = r.inputs.get("spec") or {}
-        name = _text(_dig(r.inputs, "metadata", "name")) or r.name
-        quotas = tuple(
-            Quota(str(flavor.get("name", "")), str(res.get("name", "")), _text(res.get("nominalQuota")),
-                  _text(res.get("borrowingLimit")))
-            for group in spec.get("resourceGroups") or () for flavor in group.get("flavors") or ()
-            for res in flavor.get("resources") or ())
-        cohort = spec.get("cohortName", spec.get("cohort", ""))
-        queues.append(Queue(name, _text(cohort), quotas, tuple(sorted(feeders.get(name, ())))))
+    queues = [_queue(r.inputs, r.name, feeders) for r in resources if r.type == CLUSTER_QUEUE]
     return tuple(sorted(queues, key=lambda q: q.name))
+
+
+def _queue(inputs: Mapping[str, Any], name: str, feeders: Mapping[str, list[str]]) -> Queue:
+    """A ClusterQueue's cohort and quotas, and the LocalQueues (of `feeders`) that feed it."""
+    spec = inputs.get("spec") or {}
+    name = _text(_dig(inputs, "metadata", "name")) or name
+    quotas = tuple(
+        Quota(str(flavor.get("name", "")), str(res.get("name", "")), _text(res.get("nominalQuota")),
+              _text(res.get("borrowingLimit")))
+        for group in spec.get("resourceGroups") or () for flavor in group.get("flavors") or ()
+        for res in flavor.get("resources") or ())
+    cohort = spec.get("cohortName", spec.get("cohort", ""))
+    return Queue(name, _text(cohort), quotas, tuple(sorted(feeders.get(name, ()))))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -322,10 +317,10 @@ def _arg(args: Iterable[Any], flag: str) -> str:
     return next((str(a)[len(prefix):] for a in args if str(a).startswith(prefix)), "")
 
 
-def _pathways(resources: list[Resource]) -> tuple[PathwaysService, ...]:
+def _pathways(resources: Sequence[PlannedResource]) -> tuple[PathwaysService, ...]:
     services = []
     for r in resources:
-        if r.type != JOBSET or _dig(r.inputs, "metadata", "labels", "app.kubernetes.io/name") != "pathways":
+        if r.type != JOBSET or _dig(r.inputs, "metadata", "labels", _APP_NAME) != MANAGED_BY_LABELS[_APP_NAME]:
             continue
         containers = [c for job in _dig(r.inputs, "spec", "replicatedJobs") or ()
                       for c in _dig(job, "template", "spec", "template", "spec", "containers") or ()]
@@ -337,7 +332,7 @@ def _pathways(resources: list[Resource]) -> tuple[PathwaysService, ...]:
     return tuple(sorted(services, key=lambda s: (s.namespace, s.name)))
 
 
-def _images(resources: list[Resource]) -> tuple[SidecarImage, ...]:
+def _images(resources: Sequence[PlannedResource]) -> tuple[SidecarImage, ...]:
     return tuple(sorted((
         SidecarImage(r.name, tuple(str(t) for t in r.inputs.get("tags") or ()),
                      _text(_dig(r.inputs, "buildArgs", "BASE_IMAGE")))
@@ -355,16 +350,16 @@ def config_objects(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
-def _cluster(resources: list[Resource]) -> str:
+def _cluster(resources: Sequence[PlannedResource]) -> str:
     for r in resources:
         if r.type == CLUSTER:
             return f"{r.inputs.get('name', r.name)} ({r.inputs.get('location', '?')})"
     return ""
 
 
-def summarize(project: str, stack: str, resources: Iterable[Resource]) -> FleetSummary:
+def summarize(plan: Plan) -> FleetSummary:
     """The fleet a plan describes: TPU pool groups, Kueue queues, Pathways services, what else and how many."""
-    items = list(resources)
+    project, stack, items = plan.project, plan.stack, plan.resources
     groups, cpu = _pool_groups(items)
     counts = Counter(short_type(r.type) for r in items)
     return FleetSummary(
@@ -407,7 +402,7 @@ def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[
         props.append(("zones", ",".join(_text(z) for z in locations if z)))
         return props
     if resource_type == CLUSTER_QUEUE:
-        queue = _queues([_Shim(resource_type, "", None, inputs)])[0]
+        queue = _queue(inputs, "", {})
         by_flavor = [f"{flavor}: " + ", ".join(_quota_text(q) for q in queue.quotas if q.flavor == flavor)
                      for flavor in queue.flavors]
         return [*([("cohort", queue.cohort)] if queue.cohort else []), ("quota", "; ".join(by_flavor))]
@@ -441,10 +436,3 @@ def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[
         return [("namespace", _text(namespace))] if namespace else []
     return []
 
-
-@dataclass(frozen=True)
-class _Shim:
-    type: str
-    name: str
-    parent: str | None
-    inputs: Mapping[str, Any]
