@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tpuplane.cli import EXIT_BAD_INPUT
-from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.review.report_format import PlanFormatChoice, ReportFormat
 from tpuplane.infra.yaml_input import read_yaml_file
 
@@ -52,7 +52,18 @@ def read_stack_file(path: Path, project: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         given = config if isinstance(doc, dict) else f"a {type(doc).__name__} document"
         raise ConfigError.at(f"{path}:config", given, "a mapping of config keys", "see stacks/Pulumi.dev.yaml")
-    return {key if ":" in key else f"{project}:{key}": value for key, value in config.items()}
+    qualified: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    problems = []
+    for key, value in config.items():
+        full = key if ":" in str(key) else f"{project}:{key}"
+        if full in spelled:  # Pulumi reads `cluster` and `<project>:cluster` as one key and keeps one of them
+            problems.append(Problem(f"{path}:config.{key}", value, f"the key once: it is also given as "
+                                    f"{spelled[full]}", f"`{spelled[full]}` and `{key}` are both {full}; keep one"))
+        qualified[full], spelled[full] = value, str(key)
+    if problems:
+        raise ConfigError(problems)
+    return qualified
 
 
 def make_plan(project: PulumiProject, config: dict[str, Any], stack: str):

@@ -24,7 +24,7 @@ class KueuePoolArgs(TypedDict):
     max_run_duration: NotRequired[str]
     """`<seconds>s` for flex-start or queued pools: the longest run Kueue's provisioning requests may ask for."""
     dedicated_slices: NotRequired[int]
-    """The first slices, held outside Kueue (by a Shared Pathways Service): not part of any quota."""
+    """The first slices, held outside Kueue (by a Shared Pathways Service): not part of any quota (default 0)."""
 
 
 class KueueTeamArgs(TypedDict):
@@ -54,9 +54,9 @@ class BatchStackArgs(TypedDict):
     cohort: NotRequired[str]
     """The Kueue cohort the teams' ClusterQueues borrow within (default `tpuplane`)."""
     kueue_version: NotRequired[str]
-    """Kueue's Helm chart version (pinned; default the version tpuplane is tested with)."""
+    """Kueue's Helm chart version (pinned; default 0.19.2, the version tpuplane is tested with)."""
     jobset_version: NotRequired[str]
-    """JobSet's Helm chart version (pinned; default the version tpuplane is tested with)."""
+    """JobSet's Helm chart version (pinned; default 0.12.0, the version tpuplane is tested with)."""
     cpu_pool_name: NotRequired[str]
     """The CPU node pool where the controllers run and CPU pods are admitted (default `cpu`)."""
     cpu_machine_type: NotRequired[str]

@@ -82,13 +82,14 @@ class TpuClusterArgs(TypedDict):
     subnetwork: NotRequired[str]
     """The subnetwork; default: the network's auto subnet."""
     private_endpoint: NotRequired[bool]
-    """A private control plane and private nodes; needs `master_authorized_networks`."""
+    """A private control plane and private nodes (default false); needs `master_authorized_networks`."""
     master_authorized_networks: NotRequired[list[AuthorizedNetworkArgs]]
     """Ranges allowed to reach the control plane."""
     cpu_pool: NotRequired[CpuPoolArgs]
     """The CPU system pool."""
     multi_networking: NotRequired[bool]
-    """GKE multi-networking, needed by TPU pools with automated accelerator networking (v6e by default)."""
+    """GKE multi-networking, needed by TPU pools with automated accelerator networking (v6e by default); default
+    false."""
 
 
 class TpuCluster(pulumi.ComponentResource):

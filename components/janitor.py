@@ -24,11 +24,11 @@ class ProxyJanitorArgs(TypedDict):
     image: str
     """An image with `tpuplane[runtime]` installed (the `tpuplane` command on PATH), pinned by tag or digest."""
     schedule: NotRequired[str]
-    """A 5-field cron schedule (default every 5 minutes)."""
+    """A 5-field cron schedule (default `*/5 * * * *`, every 5 minutes)."""
     stale_after_seconds: NotRequired[int]
     """A proxy silent for longer than this is deleted (at least 60; default 600)."""
     object_name: NotRequired[str]
-    """The name of its CronJob, ServiceAccount, Role and RoleBinding (default `pathways-proxy-janitor`)."""
+    """The name of its CronJob, ServiceAccount, Role and RoleBinding (default `tpuplane-proxy-janitor`)."""
 
 
 class ProxyJanitor(pulumi.ComponentResource):

@@ -42,7 +42,7 @@ class SidecarImageArgs(TypedDict):
     requirements_file: NotRequired[str]
     """The file the build installs, relative to `context_dir` (default requirements.txt)."""
     jax_version: NotRequired[str]
-    """The client's JAX: it picks the base image, and the pinned jax/jaxlib must equal it."""
+    """The client's JAX: it picks the base image, and the pinned jax/jaxlib must equal it (default 0.10.0)."""
     repository_id: NotRequired[str]
     """The Artifact Registry repository (default `tpuplane-sidecar`)."""
     image_name: NotRequired[str]

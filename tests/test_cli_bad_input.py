@@ -66,6 +66,8 @@ CASES: dict[str, tuple[Files, list[str]]] = {
     "plan invalid yaml": ({"Pulumi.x.yaml": "config: [\n"}, ["plan", "--config", "{f}/Pulumi.x.yaml"]),
     "plan duplicate cluster": ({"Pulumi.d.yaml": stack_with("config:\n", "config:\n  tpuplane:cluster: {}\n")},
                                ["plan", "--config", "{f}/Pulumi.d.yaml"]),
+    "plan key bare and qualified": ({"Pulumi.q.yaml": stack_with("config:\n", "config:\n  cluster: {name: other}\n")},
+                                    ["plan", "--config", "{f}/Pulumi.q.yaml"]),
     "plan non-string key": ({"Pulumi.k.yaml": stack_with("config:\n", "config:\n  1: x\n")},
                             ["plan", "--config", "{f}/Pulumi.k.yaml"]),
     "plan binary tag": ({"Pulumi.b.yaml": stack_with("config:\n", "config:\n  tpuplane:x: !!binary aGk=\n")},

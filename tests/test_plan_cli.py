@@ -116,6 +116,18 @@ def test_plan_config_file_qualifies_project_keys_as_pulumi_does(stack_file):
 # --- bad input -----------------------------------------------------------------------------------------
 
 
+def test_plan_refuses_a_key_given_bare_and_qualified_naming_both(stack_file):
+    """Pulumi reads `cluster` and `tpuplane:cluster` as one key and silently keeps one of them."""
+    config = {**stack_file_config("dev"), "cluster": {"name": "other", "zone": "us-east5-b"}}
+
+    result = tpuplane("--config", str(stack_file("twice", config)))
+
+    assert result.exit_code == 2
+    assert all(f"`{key}`" in result.stderr for key in ("cluster", "tpuplane:cluster"))
+    assert "are both tpuplane:cluster; keep one" in result.stderr
+    assert result.stdout == ""
+
+
 def test_plan_invalid_config_exits_2_with_the_problem_on_stderr(stack_file):
     config = stack_file_config("dev")
     config["tpuplane:tpuPools"][0]["slices"] = 0
