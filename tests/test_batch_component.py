@@ -111,6 +111,20 @@ def test_batch_stack_without_teams_has_xpks_queue():
     assert plan.named("localqueue-default-multislice-queue").inputs["spec"] == {"clusterQueue": "cluster-queue"}
 
 
+def test_batch_stack_on_a_cluster_with_kueue_installed_creates_only_the_objects():
+    """`install_controllers=False`: no Helm release, no webhook gate, nothing waits on them; the same Kueue
+    objects, priorities, team namespaces and queues."""
+    installed, _ = run(args=BatchStackArgs(**BATCH, install_controllers=False))
+    plan = run()[0]
+    assert not installed.of_type("kubernetes:helm.sh/v3:Release") and not installed.of_type("kubernetes:batch/v1:Job")
+    assert [r.name for r in kueue_crs(installed)] == [r.name for r in kueue_crs(plan)]
+    assert {r.name for r in installed.of_type("kubernetes:core/v1:Namespace")} == {"namespace-prod", "namespace-research"}
+    urns = {r.urn for r in installed.resources}
+    assert all(set(r.depends_on) <= urns for r in installed.resources)
+    assert installed.outputs["local_queues"] == plan.outputs["local_queues"]
+    assert not [r.type for r in installed.resources if r.type.startswith("gcp:")]
+
+
 def test_tpu_workload_waits_for_jobset_release_webhook_and_queues():
     workload = {"name": "train", "queue": "research", "namespace": "research", "jobs": [SPOT_JOB]}
     plan, _ = run(lambda batch: TpuWorkload("train", TpuWorkloadArgs(workload=workload, batch=batch.args),

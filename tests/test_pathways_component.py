@@ -111,6 +111,21 @@ def test_service_uses_an_existing_bucket_without_creating_one(config):
     assert "--gcs_scratch_location=gs://team-scratch/pw" in rm_args
 
 
+def test_service_on_an_existing_bucket_without_grants_creates_no_gcp_resource(config):
+    """`grant_bucket_access=False`: a program with only a Kubernetes provider applies the service."""
+    plan = plan_service({**config, "gcs_bucket": "gs://team-scratch/pw", "grant_bucket_access": False})
+    assert [r.type for r in plan.resources if r.type.startswith("gcp:")] == []
+    assert {r.type for r in plan.resources if r.custom} == {
+        "pulumi:providers:kubernetes", "kubernetes:core/v1:Namespace", "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+        JOBSET}
+
+
+def test_service_without_grants_needs_an_existing_bucket(config):
+    with pytest.raises(ConfigError) as raised:
+        plan_service({**config, "grant_bucket_access": False})
+    assert [p.path for p in raised.value.problems] == ["SharedPathwaysServiceArgs.gcs_bucket"]
+
+
 def test_service_registers_namespace_network_policy_and_jobset(plan):
     (namespace,) = [r for r in plan.of_type("kubernetes:core/v1:Namespace") if r.inputs["metadata"]["name"] == "pw"]
     (policy,) = plan.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
