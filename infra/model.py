@@ -27,7 +27,7 @@ def camel(name: str) -> str:
 @dataclass(frozen=True)
 class FromStack:
     """In a stack config, the field is not a key of its section: the stack fills it from `path` (a key of another
-    section, or the section a derived value comes from)."""
+    section, or the section a derived value comes from), or, with no path, leaves it at its default."""
 
     path: str
 

@@ -41,8 +41,10 @@ T = TypeVar("T")
 class StackRoot(ConfigModel):
     """The keys of other namespaces a stack reads: its project and region."""
 
-    project: str = Field(alias="gcp:project", pattern=f"^{PROJECT_ID.pattern}$")
-    region: str = Field(alias="gcp:region", pattern=f"^{REGION.pattern}$")
+    project: str = Field(alias="gcp:project", pattern=f"^{PROJECT_ID.pattern}$",
+                         description="The GCP project of every resource.")
+    region: str = Field(alias="gcp:region", pattern=f"^{REGION.pattern}$",
+                        description="The region: the cluster's control plane (when regional) and the scratch bucket.")
 
 
 @dataclass(frozen=True)

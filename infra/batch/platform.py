@@ -46,7 +46,7 @@ class BatchPlatform(ConfigModel):
     """Names derived from the cluster (tpu7/tpu7x workload policies); empty when no pool needs one."""
     service_namespaces: Annotated[text_list("a namespace name", K8S_NAME), FromStack("tpuplane:pathways.name")] = []
     """Namespaces of long-lived services whose jobs Kueue must never intercept."""
-    install_controllers: Annotated[bool, FromStack("tpuplane:kueue")] = True
+    install_controllers: Annotated[bool, FromStack("")] = True
     """False: Kueue and JobSet already run on the cluster (no Helm releases, nothing waits on them)."""
 
     @property

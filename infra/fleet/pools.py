@@ -110,7 +110,8 @@ class SlicePoolSpec(TpuPoolShape):
     cluster_name: Annotated[text("a GKE cluster name", GKE_NAME), FromStack("tpuplane:cluster.name")] = None
     service_account: Annotated[text("a service account email", SERVICE_ACCOUNT_EMAIL, output_ok=True),
                                FromStack("tpuplane:cluster")] = None
-    group: str = Field(alias="name")
+    group: str = Field(alias="name", description="The group's name: slice i is node pool `<name>-<i>` (at most 40 "
+                       "characters with the suffix).")
     reservation: str | None = None
     maintenance_interval: str = Field("AS_NEEDED", pattern="^(AS_NEEDED|PERIODIC)$")
     disk_size_gb: int | None = Field(None, ge=10, le=65536)

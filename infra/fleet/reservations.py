@@ -30,8 +30,9 @@ class ReservationSpec(ConfigModel):
     whole slices. In a stack its zone defaults to the cluster's."""
 
     project: Annotated[text("a GCP project id, e.g. acme-ml", PROJECT_ID), FromStack("gcp:project")]
-    zone: text("a zone, e.g. us-east5-b", ZONE)
-    name: str
+    zone: text("a zone, e.g. us-east5-b", ZONE) = Field(description="The zone of the reserved VMs: the cluster's "
+                                                       "zone (the default in a stack config).")
+    name: str = Field(description="The reservation's name, which pools name in `reservation`.")
     tpu_type: str
     slices: int = Field(1, ge=1, le=GKE_MAX_NODES, strict=True)
     machine_type: str | None = None

@@ -79,11 +79,15 @@ class SidecarConfig(ConfigModel):
     (the folder of Pulumi.yaml).
     """
 
-    requirements: str | None = None
-    context: str | None = None
-    constraints: str | None = None
-    jax_version: str | None = None
-    image: str | None = None
+    requirements: str | None = Field(None, description="The requirements file the build installs (default "
+                                     f"`{DEFAULT_SIDECAR_REQUIREMENTS}`).")
+    context: str | None = Field(None, description="The build context, the folder holding the Dockerfile (default: "
+                                "the folder of `requirements`).")
+    constraints: str | None = Field(None, description="The base image's `/opt/venv/server_constraints.txt`, exported "
+                                    f"(default `{DEFAULT_SIDECAR_CONSTRAINTS}`, which only shows the format).")
+    jax_version: str | None = Field(None, description="The sidecar's JAX (default: the service's): it picks the base "
+                                    "image and must equal the service's.")
+    image: str | None = Field(None, description="A ready sidecar image, used as it is (nothing is built).")
 
     @property
     def requirements_path(self) -> str:
@@ -113,12 +117,13 @@ class ServiceSpec(ConfigModel):
     pool: Annotated[KueuePool, FromStack("tpuplane:pathways.tpuPool")]
     node_service_account: Annotated[text("the nodes' service account email", SERVICE_ACCOUNT_EMAIL, output_ok=True),
                                     FromStack("tpuplane:cluster")]
-    service_name: str = Field(alias="name")
+    service_name: str = Field(alias="name", description="The service's name: its JobSet, namespace and DNS "
+                              "subdomain (at most 22 characters).")
     slices: int | None = Field(None, ge=1)
     server_image: str | None = None
     jax_version: str | None = None
     gcs_bucket: str | None = None
-    grant_bucket_access: Annotated[bool, FromStack("tpuplane:pathways.gcsBucket")] = True
+    grant_bucket_access: Annotated[bool, FromStack("")] = True
     client_namespaces: Annotated[text_list("a namespace name", K8S_NAME), FromStack("tpuplane:kueue.teams")] = []
     sidecar_image: Annotated[text("an image reference", IMAGE_REFERENCE, output_ok=True),
                              FromStack("tpuplane:pathways.sidecar")] = None
@@ -161,9 +166,11 @@ class PathwaysConfig(ServiceSpec):
     sidecar to build or use, proxy janitors in the teams' namespaces)."""
 
     pool: Annotated[KueuePool | None, FromStack("tpuplane:pathways.tpuPool")] = None
-    tpu_pool: str
-    sidecar: SidecarConfig | None = None
-    janitor_image: str | None = None  # an image with `tpuplane[runtime]`: reaps leaked proxies in client namespaces
+    tpu_pool: str = Field(description="A `tpuplane:tpuPools` group: the service's workers run on its first slices.")
+    sidecar: SidecarConfig | None = Field(None, description="A colocated-Python sidecar on every worker: built from "
+                                          "requirements, or a ready image.")
+    janitor_image: str | None = Field(None, description="An image with `tpuplane[runtime]`: a proxy janitor runs it "
+                                      "in every client namespace, reaping leaked proxies.")
 
     @property
     def sidecar_jax_version(self) -> str | None:
