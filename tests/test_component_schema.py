@@ -77,11 +77,11 @@ def test_schema_describes_pools_kueue_is_given_as_a_type(schema):
     assert schema["types"]["tpuplane:index:KueuePoolArgs"]["required"] == ["name", "tpuType"]
 
 
-def test_readme_yaml_program_uses_the_schema_as_generated(schema):
-    """The Pulumi YAML example in README names a served type, only its inputs, all the required ones, and an
-    output it declares (the Pulumi CLI, which would run it, is not installed here)."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("### From TypeScript, Go, C# or YAML"):]
+def test_guide_yaml_program_uses_the_schema_as_generated(schema):
+    """The Pulumi YAML example of the guide "your own program" names a served type, only its inputs, all the
+    required ones, and an output it declares (the Pulumi CLI, which would run it, is not installed here)."""
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "guides" / "own-program.md").read_text()
+    section = readme[readme.index("## From TypeScript, Go, C# or YAML"):]
     program = yaml.safe_load(section[section.index("```yaml") + len("```yaml"):section.index("```\n", 8)])
     [(name, resource)] = program["resources"].items()
     served = schema["resources"][resource["type"]]

@@ -1,4 +1,4 @@
-"""The README's "Use the components in your own program": examples/existing_cluster/__main__.py, run as `pulumi up`
+"""The guide "Use the components in your own program": examples/existing_cluster/__main__.py, run as `pulumi up`
 would run it, under Pulumi's mocks (GCP and the existing cluster cannot exist here), with its example stack."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from tpuplane.components.offline import run_program_file
 from tpuplane.infra.review.plan import Plan
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "existing_cluster"
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "own-program.md"
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_example_controllers_run_on_the_clusters_own_cpu_pool(plan):
     assert plan.named("resourceflavor-cpu").inputs["spec"]["nodeLabels"] == selector
 
 
-def test_readme_shows_the_example_program_as_it_runs():
+def test_the_guide_shows_the_example_program_as_it_runs():
     program = (EXAMPLE / "__main__.py").read_text()
     body = program[program.index("import pulumi"):]
-    assert body in README.read_text()
+    assert body in GUIDE.read_text()
