@@ -1,23 +1,21 @@
-"""Shared fixtures: stack configs as users write them, and the real stack program run under Pulumi's mocks."""
+"""Shared fixtures and helpers: stack configs as users write them, the real stack program run under Pulumi's mocks,
+what a bad config is refused for, and where a JobSet keeps its pods."""
 
 from __future__ import annotations
 
 import copy
+import os
 import socket
-from pathlib import Path
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Callable
 
-import jax
-import jax.extend.backend
 import pytest
 import yaml
 
-# Colocated Python tests run on 8 CPU devices; this must happen before any module touches the CPU backend.
-jax.config.update("jax_num_cpu_devices", 8)
-# On CPU, named: a connect() session registers JAX's `proxy` backend for the rest of the process (pathwaysutils
-# does), which JAX would otherwise try to create in every later test.
-jax.config.update("jax_platforms", "cpu")
+from tpuplane.infra.errors import Problem, problems_of
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = REPO / "stacks"
@@ -38,9 +36,10 @@ MINIMAL_CONFIG: dict[str, Any] = {
 @pytest.fixture
 def jax_without_backend() -> None:
     """A process whose JAX has no backend yet, as connect() requires: the CPU backend other tests made is released
-    (the next test that uses JAX makes a new one)."""
-    jax.extend.backend.clear_backends()
-    jax.clear_caches()
+    (the next test that uses JAX makes a new one). JAX loads only for the tests that take this."""
+    from cpu_jax import release_backends
+
+    release_backends()
 
 
 @pytest.fixture
@@ -51,6 +50,37 @@ def raw_config() -> dict[str, Any]:
 
 def stack_file_config(stack: str) -> dict[str, Any]:
     return yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text())["config"]
+
+
+def config_problems(raw: dict[str, Any]) -> list[Problem]:
+    """What a stack config that must be refused is refused for."""
+    from tpuplane.infra.stack import load_stack_config
+
+    problems = problems_of(lambda: load_stack_config(raw))
+    assert problems, "the config was accepted"
+    return problems
+
+
+def refusals(raw: dict[str, Any]) -> list[tuple[str, object]]:
+    """Each problem of a refused stack config as (path, value given)."""
+    return [(problem.path, problem.given) for problem in config_problems(raw)]
+
+
+def printed_by_two_processes(code: str, *args: str) -> tuple[str, str]:
+    """What `code` prints in two fresh interpreters with different hash seeds, so that set and dict orders and
+    object ids differ between the runs (a determinism test compares them). It runs in tests/, so it may import a
+    test module for its builders."""
+    runs = [subprocess.run([sys.executable, "-c", code, *args], cwd=Path(__file__).parent, capture_output=True,
+                           text=True, env={**os.environ, "PYTHONHASHSEED": seed}) for seed in ("1", "2")]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr + runs[1].stderr
+    return runs[0].stdout, runs[1].stdout
+
+
+def pod_spec(jobset: dict[str, Any], job: str | int = 0) -> dict[str, Any]:
+    """The pod spec of one replicated job of a JobSet, by name or by position."""
+    jobs = jobset["spec"]["replicatedJobs"]
+    replicated = jobs[job] if isinstance(job, int) else next(r for r in jobs if r["name"] == job)
+    return replicated["template"]["spec"]["template"]["spec"]
 
 
 @pytest.fixture

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from conftest import config_problems
+
 from tpuplane.infra.fleet.pools import Capacity
 from tpuplane.infra.stack import load_stack_config
-from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.errors import ConfigError
 
 DELETE = object()  # an edit that removes the key
 
@@ -33,12 +35,6 @@ def edit(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         else:
             target[last] = value
     return config
-
-
-def problems_of(config: dict[str, Any]) -> list[Problem]:
-    with pytest.raises(ConfigError) as caught:
-        load_stack_config(config)
-    return caught.value.problems
 
 
 # --- accepted configs --------------------------------------------------------------------------------------
@@ -250,14 +246,14 @@ CONFIG_ERRORS = [
 
 @pytest.mark.parametrize(("edits", "path", "given", "allowed"), CONFIG_ERRORS)
 def test_load_stack_config_rejects(raw_config, edits, path, given, allowed):
-    problems = problems_of(edit(raw_config, edits))
+    problems = config_problems(edit(raw_config, edits))
 
     assert [(p.path, p.given) for p in problems] == [(path, given)]
     assert allowed in problems[0].allowed
 
 
 def test_load_stack_config_suggests_the_closest_tpu_names(raw_config):
-    (problem,) = problems_of(edit(raw_config, {"tpuplane:tpuPools[0].tpuType": "v6e-17"}))
+    (problem,) = config_problems(edit(raw_config, {"tpuplane:tpuPools[0].tpuType": "v6e-17"}))
 
     assert problem.hint.startswith("closest matches: ")
     assert "v6e-16" in problem.hint.removeprefix("closest matches: ").split(", ")
@@ -267,7 +263,7 @@ def test_load_stack_config_suggests_the_closest_tpu_names(raw_config):
 def test_load_stack_config_rejects_unknown_tpuplane_keys(raw_config, key):
     raw_config[key] = []
 
-    (problem,) = problems_of(raw_config)
+    (problem,) = config_problems(raw_config)
 
     assert problem.path == key
     assert "tpuplane:tpuPools" in problem.allowed
@@ -276,19 +272,19 @@ def test_load_stack_config_rejects_unknown_tpuplane_keys(raw_config, key):
 @pytest.mark.parametrize("path", ["tpuplane:cluster.zone", "tpuplane:tpuPools[0].name", "tpuplane:cluster",
                                   "gcp:region"])
 def test_load_stack_config_rejects_a_missing_required_key(raw_config, path):
-    problems = problems_of(edit(raw_config, {path: DELETE}))
+    problems = config_problems(edit(raw_config, {path: DELETE}))
 
     assert [(p.path, p.allowed) for p in problems] == [(path, "a value: this key is required")]
 
 
 def test_load_stack_config_reports_no_value_given_for_a_missing_key(raw_config):
-    (problem,) = problems_of(edit(raw_config, {"tpuplane:cluster.zone": DELETE}))
+    (problem,) = config_problems(edit(raw_config, {"tpuplane:cluster.zone": DELETE}))
 
     assert problem.given is None
 
 
 def test_load_stack_config_reports_several_field_problems_at_once(raw_config):
-    problems = problems_of(edit(raw_config, {"gcp:project": "X", "tpuplane:tpuPools[0].slices": 0,
+    problems = config_problems(edit(raw_config, {"gcp:project": "X", "tpuplane:tpuPools[0].slices": 0,
                                              "tpuplane:tpuPools[1].capacity": "preemptible"}))
 
     assert [p.path for p in problems] == ["gcp:project", "tpuplane:tpuPools[0].slices",
@@ -296,7 +292,7 @@ def test_load_stack_config_reports_several_field_problems_at_once(raw_config):
 
 
 def test_load_stack_config_reports_several_cross_field_problems_at_once(raw_config):
-    problems = problems_of(edit(raw_config, {"tpuplane:cluster.zone": "us-central1-a",
+    problems = config_problems(edit(raw_config, {"tpuplane:cluster.zone": "us-central1-a",
                                              "tpuplane:tpuPools[0].maxRunDuration": "3600s",
                                              "tpuplane:reservations[0].slices": 1}))
 
@@ -320,7 +316,7 @@ def test_config_error_message_names_path_value_allowed_and_hint(raw_config):
     ({"tpuplane:reservations[0].machineType": "ct6e-standard-8t"}, "tpuplane:reservations[0].machineType"),
 ])
 def test_load_stack_config_points_reservation_tpu_type_errors_at_the_reservation(raw_config, edits, path):
-    problems = problems_of(edit(raw_config, edits))
+    problems = config_problems(edit(raw_config, edits))
 
     assert [p.path for p in problems] == [path]
 
@@ -329,18 +325,18 @@ def test_load_stack_config_rejects_a_pool_name_too_long_for_its_workload_policy(
     edits = {"tpuplane:cluster.name": "c" * 24, "tpuplane:tpuPools[0].name": "p" * 38,
              "tpuplane:tpuPools[0].tpuType": "tpu7x-16", "tpuplane:tpuPools[0].slices": 1}
 
-    assert [p.path for p in problems_of(edit(raw_config, edits))] == ["tpuplane:tpuPools[0].name"]
+    assert [p.path for p in config_problems(edit(raw_config, edits))] == ["tpuplane:tpuPools[0].name"]
 
 
 @pytest.mark.parametrize("zone", ["us-east5-", "us-east5-b-c"])
 def test_load_stack_config_rejects_a_zone_that_is_not_a_zone_name(raw_config, zone):
-    problems = problems_of(edit(raw_config, {"tpuplane:cluster.zone": zone}))
+    problems = config_problems(edit(raw_config, {"tpuplane:cluster.zone": zone}))
 
     assert [p.path for p in problems] == ["tpuplane:cluster.zone"]
 
 
 def test_load_stack_config_reports_capacity_rules_beside_an_unknown_tpu_type(raw_config):
-    problems = problems_of(edit(raw_config, {"tpuplane:tpuPools[0].tpuType": "v6e-17",
+    problems = config_problems(edit(raw_config, {"tpuplane:tpuPools[0].tpuType": "v6e-17",
                                              "tpuplane:tpuPools[0].reservation": "v5p-res"}))
 
     assert sorted(p.path for p in problems) == ["tpuplane:tpuPools[0].reservation", "tpuplane:tpuPools[0].tpuType"]
@@ -353,7 +349,7 @@ def test_stack_reservation_finds_a_reservation_of_this_stack_named_by_its_path(r
 
 
 def test_load_stack_config_checks_a_reservation_named_by_its_path_against_its_pools(raw_config):
-    problems = problems_of(edit(raw_config, {"tpuplane:tpuPools[1].reservation": "projects/acme-ml/reservations/v5p-res",
+    problems = config_problems(edit(raw_config, {"tpuplane:tpuPools[1].reservation": "projects/acme-ml/reservations/v5p-res",
                                              "tpuplane:tpuPools[1].slices": 3}))
 
     assert [p.path for p in problems] == ["tpuplane:reservations[0].slices"]

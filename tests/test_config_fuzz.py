@@ -6,7 +6,8 @@ the mocks (GCP and Kubernetes cannot exist here) with every rendered manifest va
 schemas, every name within its limits, and Kueue's quota equal to the capacity it stands for. Any other
 exception is a bug.
 
-CI runs 500 examples; the nightly profile more: `TPUPLANE_FUZZ_EXAMPLES=5000 pytest tests/test_config_fuzz.py`.
+A local run draws 60 examples; CI (`.ci/run`) draws 500, and the nightly profile more:
+`TPUPLANE_FUZZ_EXAMPLES=5000 pytest tests/test_config_fuzz.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tpuplane.infra.pathways.service import PATHWAYS_GENERATIONS
 from tpuplane.infra.naming import COMPUTE_NAME_MAX, DNS_LABEL, GKE_NAME_MAX, K8S_LABEL_VALUE_MAX, SERVICE_ACCOUNT_ID_MAX
 from tpuplane.infra.review.policies import check_plan
 
-EXAMPLES = int(os.environ.get("TPUPLANE_FUZZ_EXAMPLES", "500"))
+EXAMPLES = int(os.environ.get("TPUPLANE_FUZZ_EXAMPLES", "60"))
 TPU_NAMES = all_tpu_names()
 # Rules every plan tpuplane makes must keep; the others depend on choices the config leaves to the user.
 INVARIANT_POLICIES = {"tpu-pool-has-tpu-taint", "one-capacity-mode-per-pool", "reservation-fits-pools",

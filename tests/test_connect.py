@@ -22,6 +22,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import cpu_jax  # noqa: F401 (JAX on 8 CPU devices, set before any backend exists)
 import pytest
 from kubernetes.client import ApiException
 from rich.console import Console
@@ -352,8 +353,9 @@ def test_connect_lists_every_bad_parameter_at_once(kubectl, console):
 
 
 def test_connect_accepts_the_largest_heartbeat_interval(kubectl, console):
-    with session_of(FakeKube(), kubectl, console, heartbeat_interval=proxy.DEFAULT_STALE_AFTER_SECONDS / 4):
-        pass
+    largest = proxy.DEFAULT_STALE_AFTER_SECONDS / 4
+    with session_of(FakeKube(), kubectl, console, heartbeat_interval=largest) as session:
+        assert session._heartbeat._interval == largest  # the heartbeat renews at the interval given
 
 
 @pytest.mark.parametrize("tpus, expected", [

@@ -19,6 +19,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import cpu_jax  # noqa: F401 (JAX on 8 CPU devices, set before any backend exists)
 import numpy as np
 import pytest
 import typer

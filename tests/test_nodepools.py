@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 import pytest
 
+from conftest import printed_by_two_processes
+
 from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.fleet.nodepools import (
     RESERVATION_KEY,
@@ -180,8 +182,15 @@ def test_plan_pool_group_shrinking_8_to_6_slices_keeps_a_prefix(plan_pool):
     assert six == eight[:6]
 
 
-def test_plan_pool_group_is_deterministic(plan_pool):
-    assert plan_pool(name="iron", tpuType="tpu7x-16", slices=3) == plan_pool(name="iron", tpuType="tpu7x-16", slices=3)
+def test_plan_slice_group_is_the_same_in_every_process():
+    first, second = printed_by_two_processes(
+        "from conftest import MINIMAL_CONFIG\n"
+        "from tpuplane.infra.fleet.nodepools import plan_tpu_pools\n"
+        "from tpuplane.infra.stack import load_stack_config\n"
+        "config = {**MINIMAL_CONFIG, 'tpuplane:tpuPools': [*MINIMAL_CONFIG['tpuplane:tpuPools'],\n"
+        "          {'name': 'iron', 'tpuType': 'tpu7x-16', 'slices': 3}]}\n"
+        "print(repr(plan_tpu_pools(load_stack_config(config).tpu_pools)))")
+    assert first == second and "iron-2" in first
 
 
 # --- totals ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, refusals
 
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
@@ -46,12 +46,6 @@ def pathways(raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
     section = {**raw["tpuplane:pathways"], **changes}
     raw["tpuplane:pathways"] = {k: v for k, v in section.items() if v is not None}
     return raw
-
-
-def problems_of(raw: dict[str, Any]) -> list[tuple[str, object]]:
-    with pytest.raises(ConfigError) as exc:
-        load_stack_config(raw)
-    return [(p.path, p.given) for p in exc.value.problems]
 
 
 # ---- what a valid config derives --------------------------------------------------------------------------------
@@ -156,7 +150,7 @@ def test_sidecar_defaults_build_the_repository_sidecar_folder(raw):
 @pytest.mark.parametrize("requirements", ["ml/requirements.txt", "/abs/requirements.txt", "sidecar"])
 def test_pathways_rejects_sidecar_requirements_outside_the_build_context(raw, requirements):
     sidecar = {"requirements": requirements, "context": "sidecar"}
-    assert problems_of(pathways(raw, jaxVersion="0.10.0", sidecar=sidecar)) == [
+    assert refusals(pathways(raw, jaxVersion="0.10.0", sidecar=sidecar)) == [
         ("tpuplane:pathways.sidecar.requirements", requirements)]
 
 
@@ -183,12 +177,12 @@ def test_pathways_rejects_an_unknown_tpu_pool_listing_the_pools(raw):
 
 
 def test_pathways_rejects_more_slices_than_the_pool_has(raw):
-    assert problems_of(pathways(raw, slices=3)) == [("tpuplane:pathways.slices", 3)]
+    assert refusals(pathways(raw, slices=3)) == [("tpuplane:pathways.slices", 3)]
 
 
 @pytest.mark.parametrize("changes", [{"jaxVersion": None}, {"serverImage": "us-docker.pkg.dev/x/pathways/server:v1"}])
 def test_pathways_requires_exactly_one_of_server_image_and_jax_version(raw, changes):
-    assert [path for path, _ in problems_of(pathways(raw, **changes))] == ["tpuplane:pathways"]
+    assert [path for path, _ in refusals(pathways(raw, **changes))] == ["tpuplane:pathways"]
 
 
 @pytest.mark.parametrize("image", [
@@ -198,24 +192,24 @@ def test_pathways_requires_exactly_one_of_server_image_and_jax_version(raw, chan
     "Not An Image",
 ])
 def test_pathways_rejects_a_server_image_that_lets_proxy_and_server_skew(raw, image):
-    assert problems_of(pathways(raw, jaxVersion=None, serverImage=image)) == [("tpuplane:pathways.serverImage", image)]
+    assert refusals(pathways(raw, jaxVersion=None, serverImage=image)) == [("tpuplane:pathways.serverImage", image)]
 
 
 def test_pathways_rejects_a_jax_version_that_is_not_a_version(raw):
-    assert problems_of(pathways(raw, jaxVersion="latest")) == [("tpuplane:pathways.jaxVersion", "latest")]
+    assert refusals(pathways(raw, jaxVersion="latest")) == [("tpuplane:pathways.jaxVersion", "latest")]
 
 
 @pytest.mark.parametrize("bucket", ["UPPER", "gs://ab", "gs://google-scratch", "gs://bucket/../up"])
 def test_pathways_rejects_a_bad_bucket_name(raw, bucket):
-    assert problems_of(pathways(raw, gcsBucket=bucket)) == [("tpuplane:pathways.gcsBucket", bucket)]
+    assert refusals(pathways(raw, gcsBucket=bucket)) == [("tpuplane:pathways.gcsBucket", bucket)]
 
 
 def test_pathways_rejects_a_generation_pathways_does_not_serve(raw):
-    assert problems_of(pathways(raw, tpuPool="old")) == [("tpuplane:pathways.tpuPool", "old")]
+    assert refusals(pathways(raw, tpuPool="old")) == [("tpuplane:pathways.tpuPool", "old")]
 
 
 def test_pathways_rejects_a_queued_capacity_pool(raw):
-    assert problems_of(pathways(raw, tpuPool="dws")) == [("tpuplane:pathways.tpuPool", "dws")]
+    assert refusals(pathways(raw, tpuPool="dws")) == [("tpuplane:pathways.tpuPool", "dws")]
 
 
 def test_pathways_rejects_a_name_whose_head_hostname_label_is_too_long(raw):
@@ -229,28 +223,28 @@ def test_pathways_rejects_a_name_whose_head_hostname_label_is_too_long(raw):
 
 @pytest.mark.parametrize("name", ["Pathways", "-pw", "pw_1"])
 def test_pathways_rejects_a_name_that_is_not_a_dns_label(raw, name):
-    assert problems_of(pathways(raw, name=name)) == [("tpuplane:pathways.name", name)]
+    assert refusals(pathways(raw, name=name)) == [("tpuplane:pathways.name", name)]
 
 
 @pytest.mark.parametrize("name", ["default", "kube-system", "kueue-system", "prod-ml"])
 def test_pathways_rejects_a_namespace_already_taken(raw, name):
-    assert problems_of(pathways(raw, name=name)) == [("tpuplane:pathways.name", name)]
+    assert refusals(pathways(raw, name=name)) == [("tpuplane:pathways.name", name)]
 
 
 def test_pathways_rejects_a_sidecar_with_both_image_and_build_inputs(raw):
     sidecar = {"image": "us-docker.pkg.dev/p/r/side:v1", "requirements": "requirements.txt"}
-    assert [p for p, _ in problems_of(pathways(raw, sidecar=sidecar))] == ["tpuplane:pathways.sidecar"]
+    assert [p for p, _ in refusals(pathways(raw, sidecar=sidecar))] == ["tpuplane:pathways.sidecar"]
 
 
 def test_pathways_rejects_a_sidecar_jax_that_differs_from_the_service(raw):
     raw = pathways(raw, jaxVersion="0.9.0", sidecar={"jaxVersion": "0.10.0"})
-    assert problems_of(raw) == [("tpuplane:pathways.sidecar.jaxVersion", "0.10.0")]
+    assert refusals(raw) == [("tpuplane:pathways.sidecar.jaxVersion", "0.10.0")]
 
 
 def test_pathways_requires_the_sidecar_jax_with_a_custom_server_image(raw):
     image = "us-docker.pkg.dev/acme-ml/pathways/server:nightly-20260801"
     raw = pathways(raw, jaxVersion=None, serverImage=image, sidecar={"requirements": "r.txt"})
-    assert problems_of(raw) == [("tpuplane:pathways.sidecar.jaxVersion", None)]
+    assert refusals(raw) == [("tpuplane:pathways.sidecar.jaxVersion", None)]
 
 
 @pytest.mark.parametrize("image", [
@@ -268,39 +262,42 @@ def test_pathways_rejects_a_sidecar_jax_other_than_the_server_image_tag(raw, ima
 
 def test_pathways_reports_a_bad_service_jax_once_even_with_a_sidecar_jax(raw):
     raw = pathways(raw, jaxVersion="latest", sidecar={"jaxVersion": "0.10.0"})
-    assert problems_of(raw) == [("tpuplane:pathways.jaxVersion", "latest")]
+    assert refusals(raw) == [("tpuplane:pathways.jaxVersion", "latest")]
 
 
 def test_pathways_requires_the_sidecar_jax_when_the_server_tag_is_not_a_release(raw):
     image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.9.0-custom-build"
     raw = pathways(raw, jaxVersion=None, serverImage=image, sidecar={})
-    assert problems_of(raw) == [("tpuplane:pathways.sidecar.jaxVersion", None)]
+    assert refusals(raw) == [("tpuplane:pathways.sidecar.jaxVersion", None)]
 
 
 def test_pathways_accepts_a_sidecar_jax_equal_to_the_server_image_tag(raw):
     image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0"
-    load_stack_config(pathways(raw, jaxVersion=None, serverImage=image, sidecar={"jaxVersion": "0.10"}))
+    cfg = load_stack_config(pathways(raw, jaxVersion=None, serverImage=image, sidecar={"jaxVersion": "0.10"}))
+    assert (cfg.pathways.server_image_ref, cfg.pathways.service_jax_version, cfg.pathways.sidecar_jax_version) == (
+        image, "0.10.0", "0.10")
 
 
 def test_pathways_rejects_a_sidecar_jax_without_a_base_image(raw):
-    assert problems_of(pathways(raw, sidecar={})) == [("tpuplane:pathways.sidecar.jaxVersion", "0.9.0")]
+    assert refusals(pathways(raw, sidecar={})) == [("tpuplane:pathways.sidecar.jaxVersion", "0.9.0")]
 
 
 def test_pathways_rejects_unknown_keys(raw):
-    assert problems_of(pathways(raw, severImage="x")) == [("tpuplane:pathways.severImage", "x")]
+    assert refusals(pathways(raw, severImage="x")) == [("tpuplane:pathways.severImage", "x")]
 
 
 @pytest.mark.parametrize("machine", ["n2-standard-16", "n2-highmem-16", "e2-standard-16", "c3-standard-8"])
 def test_pathways_rejects_a_cpu_pool_too_small_for_a_client_proxy(raw, machine):
     raw["tpuplane:cluster"]["cpuPool"]["machineType"] = machine
-    assert problems_of(raw) == [("tpuplane:cluster.cpuPool.machineType", machine)]
+    assert refusals(raw) == [("tpuplane:cluster.cpuPool.machineType", machine)]
 
 
 @pytest.mark.parametrize("machine", ["n2-standard-32", "n2-standard-64", "n4-standard-64", "c3-highmem-22",
                                      "n2-custom-24-131072"])
 def test_pathways_accepts_a_cpu_pool_that_holds_a_client_proxy(raw, machine):
     raw["tpuplane:cluster"]["cpuPool"]["machineType"] = machine
-    load_stack_config(raw)
+    cfg = load_stack_config(raw)
+    assert (cfg.pathways.cpu_machine_type, cfg.batch.cpu_machine_type) == (machine, machine)
 
 
 def test_pathways_cpu_requirements_are_the_proxy_pods_requests():
@@ -312,12 +309,12 @@ def test_pathways_cpu_requirements_are_the_proxy_pods_requests():
 
 def test_pathways_reports_every_problem_at_once(raw):
     raw = pathways(raw, name="default", slices=5, gcsBucket="UPPER")
-    assert sorted(path for path, _ in problems_of(raw)) == [
+    assert sorted(path for path, _ in refusals(raw)) == [
         "tpuplane:pathways.gcsBucket", "tpuplane:pathways.name", "tpuplane:pathways.slices"]
 
 
 def test_pathways_rejects_a_janitor_image_that_is_not_an_image(raw):
-    assert problems_of(pathways(raw, janitorImage="Not An Image")) == [("tpuplane:pathways.janitorImage",
+    assert refusals(pathways(raw, janitorImage="Not An Image")) == [("tpuplane:pathways.janitorImage",
                                                                          "Not An Image")]
 
 

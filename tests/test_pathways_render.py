@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from conftest import pod_spec, printed_by_two_processes
+
 from tpuplane.infra.fleet.catalog import TpuSpec, resolve_tpu_type
 from tpuplane.infra.pathways.images import jax_version_of_tag, pull_policy
 from tpuplane.infra.k8s_validation import InvalidManifest, validate_manifests
@@ -48,10 +50,6 @@ def replicated(jobset: dict[str, Any], name: str) -> dict[str, Any]:
     return next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == name)
 
 
-def pod_spec(jobset: dict[str, Any], name: str) -> dict[str, Any]:
-    return replicated(jobset, name)["template"]["spec"]["template"]["spec"]
-
-
 def container(jobset: dict[str, Any], job: str, name: str) -> dict[str, Any]:
     return next(c for c in pod_spec(jobset, job)["containers"] if c["name"] == name)
 
@@ -81,9 +79,11 @@ def test_jobset_validation_catches_a_misplaced_field():
         validate_manifests([jobset])
 
 
-def test_render_pathways_service_jobset_is_deterministic():
-    first = json.dumps(render(V5P_128, sidecar_image=SIDECAR), sort_keys=False)
-    assert first == json.dumps(render(V5P_128, sidecar_image=SIDECAR), sort_keys=False)
+def test_render_pathways_service_jobset_is_the_same_in_every_process():
+    first, second = printed_by_two_processes(
+        "import json, test_pathways_render as t\n"
+        "print(json.dumps(t.render(t.V5P_128, sidecar_image=t.SIDECAR), sort_keys=False))")
+    assert first == second and "pathways-worker" in first
 
 
 def test_head_runs_the_resource_manager_with_the_catalog_instance_type():

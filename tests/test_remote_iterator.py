@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
+import cpu_jax  # noqa: F401 (JAX on 8 CPU devices, set before any backend exists)
 import jax
 
 import numpy as np

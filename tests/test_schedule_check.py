@@ -14,6 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from conftest import pod_spec
+
 from tpuplane.cli.main import app
 from tpuplane.cli.plan import read_stack_file
 from tpuplane.infra.batch.schedule_check import check_workload, stack_facts
@@ -36,10 +38,6 @@ def dev(dev_cfg):
 
 def workload(name: str) -> dict:
     return yaml.safe_load((WORKLOADS / name).read_text())
-
-
-def pod_spec(manifest: dict) -> dict:
-    return manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
 
 
 def test_check_workload_tpuplane_rendered_jobset_can_run(dev_cfg, dev):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import printed_by_two_processes
+
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.sidecar_image import (
     BASE_IMAGE_REPOSITORY,
@@ -129,8 +131,11 @@ def test_base_image_rejects_a_tag_outside_the_scheme():
         BaseImage("jax-0.5.3")
 
 
-def test_context_hash_is_deterministic(context):
-    assert context_hash(context) == context_hash(context)
+def test_context_hash_is_the_same_in_every_process(context):
+    first, second = printed_by_two_processes(
+        "import sys\nfrom pathlib import Path\nfrom tpuplane.infra.pathways.sidecar_image import context_hash\n"
+        "print(context_hash(Path(sys.argv[1])))", str(context))
+    assert first == second == context_hash(context) + "\n"
 
 
 def test_context_hash_changes_with_file_content(context):

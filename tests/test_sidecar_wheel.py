@@ -13,6 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import cpu_jax  # noqa: F401 (JAX on 8 CPU devices, set before any backend exists)
 import jax
 import numpy as np
 import pytest

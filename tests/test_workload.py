@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import pod_spec
+
 from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.k8s_validation import manifest_errors
@@ -59,10 +61,6 @@ def workload(name="train", slices=2, tpu_type="v6e-16", capacity="spot", **field
     job = TpuJob(tpu_type=tpu_type, slices=slices, capacity=capacity, image="us-docker.pkg.dev/acme/img:1",
                  command="python train.py", env=fields.pop("env", {}))
     return TpuWorkloadSpec(name=name, jobs=[job], **fields)
-
-
-def pod_spec(jobset: dict[str, Any], i: int = 0) -> dict[str, Any]:
-    return jobset["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]
 
 
 def env_of(jobset: dict[str, Any]) -> dict[str, Any]:
