@@ -12,6 +12,7 @@ interrupted build resumes with the modules it had not finished (each one is move
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -154,6 +155,9 @@ MODULES: tuple[GoModule, ...] = (
     GoModule("pulumi-language-python", (
         Binary("github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python", "pulumi-language-python",
                "github.com/pulumi/pulumi/sdk/v3", (_PULUMI_VERSION,)),)),
+    GoModule("pulumi-language-yaml", (
+        Binary("github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml", "pulumi-language-yaml",
+               "github.com/pulumi/pulumi-yaml", ("github.com/pulumi/pulumi-yaml/pkg/version.Version",)),)),
     GoModule("pulumi-kubernetes", (
         Binary("github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",
                "pulumi-resource-kubernetes", KUBERNETES_PROVIDER,
@@ -172,6 +176,7 @@ def module_key(module: GoModule) -> str:
     return digest.hexdigest()[:16]
 
 
+@functools.cache
 def _go_version() -> str:
     go_binary = shutil.which("go")
     if go_binary is None:
@@ -270,20 +275,25 @@ class ToolchainMissing(RuntimeError):
     """Some binary is not built yet: the message says which and how to build them."""
 
 
-def binary_dirs() -> dict[str, Path]:
-    """Each binary's folder in the cache; ToolchainMissing naming what is not built."""
+def require_all() -> None:
+    """ToolchainMissing naming every module not built yet, and how to build them."""
     missing = [m.folder for m in MODULES if not is_built(m)]
     if missing:
         raise ToolchainMissing(f"the sandbox's toolchain is not built ({', '.join(missing)}); "
                                "run `tpuplane sandbox build` (about 30-45 minutes cold on 2 cores, then cached)")
-    return {b.name: module_bin(m) for m in MODULES for b in m.binaries}
 
 
 def binary(name: str) -> Path:
-    return binary_dirs()[name] / name
+    """The path of a built binary (or of a file copied beside it)."""
+    module = next(m for m in MODULES if any(b.name == name for b in m.binaries))
+    if not is_built(module):
+        raise ToolchainMissing(f"{name} is not built (sandbox/toolchain/{module.folder}); "
+                               "run `tpuplane sandbox build`")
+    return module_bin(module) / name
 
 
 def search_path() -> str:
     """A PATH that finds every toolchain binary first (the engine finds its plugins there, never downloads)."""
-    dirs = list(dict.fromkeys(str(d) for d in binary_dirs().values()))
+    require_all()
+    dirs = list(dict.fromkeys(str(module_bin(m)) for m in MODULES))
     return os.pathsep.join([*dirs, os.environ.get("PATH", "")])

@@ -1,0 +1,144 @@
+"""A real Kubernetes control plane on loopback, the way envtest runs one: etcd and kube-apiserver, plus
+kube-controller-manager (Jobs get pods, garbage collection, namespace deletion) and kube-scheduler (pods get
+nodes). No kubelet: kwok plays the nodes (`tpuplane.sandbox.nodes`).
+
+Authentication is one static admin token (group `system:masters`) in a token file; authorization is RBAC, as on
+GKE. Every certificate comes from the sandbox's own CA (`tpuplane.sandbox.certs`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import yaml
+
+from tpuplane.sandbox import certs
+from tpuplane.sandbox.layout import Paths, Ports
+from tpuplane.sandbox.processes import Launcher, Started, https_ok, wait_until
+from tpuplane.sandbox.toolchain import binary
+
+SERVICE_CIDR = "10.96.0.0/16"
+CLUSTER_NAME = "tpuplane-sandbox"
+ADMIN_USER = "sandbox-admin"
+START_TIMEOUT = 60.0
+
+
+class ControlPlaneFiles:
+    """Keys, certificates, the token file and the admin kubeconfig, written once per `sandbox up`."""
+
+    def __init__(self, paths: Paths, ports: Ports):
+        self.paths = paths
+        self.ca = certs.new_ca()
+        self.ca_file, _ = self.ca.write(paths.pki, "ca.crt", "ca.key")
+        self.apiserver_cert, self.apiserver_key = certs.serving_cert(self.ca, "kube-apiserver", (
+            "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")).write(
+            paths.pki / "apiserver")
+        sa = certs.service_account_keys()
+        self.sa_public, self.sa_private = sa.write(paths.pki, "sa.pub", "sa.key")
+        self.token = secrets.token_urlsafe(32)
+        paths.token_file.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        paths.token_file.chmod(0o600)
+        self.server = f"https://127.0.0.1:{ports.apiserver}"
+        write_kubeconfig(paths.kubeconfig, self.server, self.ca.cert_pem, self.token)
+
+
+def write_kubeconfig(path: Path, server: str, ca_pem: bytes, token: str) -> None:
+    import base64
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": CLUSTER_NAME, "cluster": {
+            "server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
+        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
+        "contexts": [{"name": CLUSTER_NAME, "context": {"cluster": CLUSTER_NAME, "user": ADMIN_USER}}],
+        "current-context": CLUSTER_NAME,
+    }
+    path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+    path.chmod(0o600)
+
+
+def start_etcd(paths: Paths, ports: Ports, launcher: Launcher) -> Started:
+    peer = f"http://127.0.0.1:{ports.etcd_peer}"
+    client = f"http://127.0.0.1:{ports.etcd_client}"
+    process = launcher.start("etcd", [
+        str(binary("etcd")), "--name=sandbox", f"--data-dir={paths.etcd_data}",
+        f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=sandbox={peer}", "--initial-cluster-state=new",
+        "--unsafe-no-fsync=true",  # a sandbox's data is thrown away: fsync only costs time
+        "--log-level=warn",
+    ])
+    wait_until(process, lambda: https_ok(f"{client}/health"), START_TIMEOUT, "serving")
+    return process
+
+
+def start_apiserver(paths: Paths, ports: Ports, files: ControlPlaneFiles, launcher: Launcher) -> Started:
+    process = launcher.start("kube-apiserver", [
+        str(binary("kube-apiserver")),
+        f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={ports.apiserver}",
+        f"--cert-dir={paths.pki / 'apiserver'}",
+        f"--tls-cert-file={files.apiserver_cert}", f"--tls-private-key-file={files.apiserver_key}",
+        f"--client-ca-file={files.ca_file}",
+        f"--token-auth-file={paths.token_file}",
+        "--authorization-mode=RBAC",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--service-account-issuer={files.server}",
+        f"--service-account-key-file={files.sa_public}",
+        f"--service-account-signing-key-file={files.sa_private}",
+        "--allow-privileged=true",  # TPU workloads may run privileged containers, as GKE allows
+        "--profiling=false",
+        "--v=1",
+    ])
+    wait_until(process, lambda: https_ok(f"{files.server}/readyz", files.ca_file, files.token),
+               START_TIMEOUT, "ready (/readyz)")
+    return process
+
+
+def start_controller_manager(paths: Paths, ports: Ports, files: ControlPlaneFiles, launcher: Launcher) -> Started:
+    kubeconfig = str(paths.kubeconfig)
+    process = launcher.start("kube-controller-manager", [
+        str(binary("kube-controller-manager")),
+        f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}",
+        f"--cert-dir={paths.pki / 'controller-manager'}",
+        "--leader-elect=false",
+        f"--service-account-private-key-file={files.sa_private}", f"--root-ca-file={files.ca_file}",
+        "--use-service-account-credentials=false",
+        "--profiling=false", "--v=1",
+    ])
+    healthz = f"https://127.0.0.1:{ports.controller_manager}/healthz"
+    wait_until(process, lambda: https_ok_insecure(healthz), START_TIMEOUT, "healthy")
+    return process
+
+
+def start_scheduler(paths: Paths, ports: Ports, launcher: Launcher) -> Started:
+    kubeconfig = str(paths.kubeconfig)
+    process = launcher.start("kube-scheduler", [
+        str(binary("kube-scheduler")),
+        f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1", f"--secure-port={ports.scheduler}",
+        f"--cert-dir={paths.pki / 'scheduler'}",
+        "--leader-elect=false", "--profiling=false", "--v=1",
+    ])
+    healthz = f"https://127.0.0.1:{ports.scheduler}/healthz"
+    wait_until(process, lambda: https_ok_insecure(healthz), START_TIMEOUT, "healthy")
+    return process
+
+
+def https_ok_insecure(url: str) -> bool:
+    """The controller-manager and scheduler serve /healthz with a self-signed certificate of their own making;
+    only their liveness is asked here, so the certificate is not checked."""
+    import ssl
+    import urllib.error
+    import urllib.request
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
