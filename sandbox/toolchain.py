@@ -148,13 +148,13 @@ MODULES: tuple[GoModule, ...] = (
                               ("sigs.k8s.io/kueue/pkg/version.GitVersion",)),)),
     GoModule("jobset", (Binary("sigs.k8s.io/jobset", "jobset", "sigs.k8s.io/jobset",
                                ("sigs.k8s.io/jobset/pkg/version.GitVersion",)),)),
-    # The engine, and the script its Python language host runs programs with (from the same release's SDK).
     GoModule("pulumi", (Binary("github.com/pulumi/pulumi/pkg/v3/cmd/pulumi", "pulumi",
-                               "github.com/pulumi/pulumi/pkg/v3", (_PULUMI_VERSION,)),),
-             extra_files=(("github.com/pulumi/pulumi/sdk/v3", "python/cmd/pulumi-language-python-exec"),)),
+                               "github.com/pulumi/pulumi/pkg/v3", (_PULUMI_VERSION,)),)),
+    # The Python language host, and beside it (where it looks) the script it runs programs with, of its release.
     GoModule("pulumi-language-python", (
         Binary("github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python", "pulumi-language-python",
-               "github.com/pulumi/pulumi/sdk/v3", (_PULUMI_VERSION,)),)),
+               "github.com/pulumi/pulumi/sdk/v3", (_PULUMI_VERSION,)),),
+        extra_files=(("github.com/pulumi/pulumi/sdk/v3", "python/cmd/pulumi-language-python-exec"),)),
     GoModule("pulumi-language-yaml", (
         Binary("github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml", "pulumi-language-yaml",
                "github.com/pulumi/pulumi-yaml", ("github.com/pulumi/pulumi-yaml/pkg/version.Version",)),)),
@@ -169,8 +169,11 @@ BINARY_NAMES = tuple(b.name for m in MODULES for b in m.binaries)
 
 
 def module_key(module: GoModule) -> str:
-    """What a module's build depends on: its own files, the recipe and the Go version."""
-    digest = hashlib.sha256(f"{RECIPE_VERSION}\n{sys.platform}\n{_go_version()}\n".encode())
+    """What a module's build depends on: its own files, how it is built (binaries, stamps, extra files, steps)
+    and the Go version."""
+    recipe = (RECIPE_VERSION, GO_FLAGS, module.binaries, module.extra_files,
+              module.prepare.__name__ if module.prepare else None)
+    digest = hashlib.sha256(f"{recipe!r}\n{sys.platform}\n{_go_version()}\n".encode())
     for path in sorted(p for p in module.path.iterdir() if p.is_file()):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -230,6 +233,9 @@ def build_module(module: GoModule, progress: Progress | None = None) -> BuildRep
             copied.chmod(0o644 if copied.suffix in (".yaml", ".json") else 0o755)  # data, else a script
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(out, target)  # whole or not at all
+    for stale in cache_root().glob(f"{module.folder}-*"):  # earlier pins of this module
+        if stale != target.parent and stale.name.removeprefix(f"{module.folder}-").isalnum():
+            shutil.rmtree(stale, ignore_errors=True)
     return BuildReport(module.folder, time.monotonic() - started, False, _size(target))
 
 
@@ -292,8 +298,7 @@ def binary(name: str) -> Path:
     return module_bin(module) / name
 
 
-def search_path() -> str:
-    """A PATH that finds every toolchain binary first (the engine finds its plugins there, never downloads)."""
+def binary_dirs() -> list[str]:
+    """Every module's binary folder: put first on PATH, the engine finds its plugins there and never downloads."""
     require_all()
-    dirs = list(dict.fromkeys(str(module_bin(m)) for m in MODULES))
-    return os.pathsep.join([*dirs, os.environ.get("PATH", "")])
+    return [str(module_bin(m)) for m in MODULES]
