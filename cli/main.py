@@ -7,7 +7,7 @@ from importlib.metadata import version as package_version
 
 import typer
 
-from tpuplane.cli import sidecar
+from tpuplane.cli import sandbox, sidecar
 from tpuplane.cli.catalog import catalog_command
 from tpuplane.cli.diff import diff_command
 from tpuplane.cli.janitor import janitor_command
@@ -51,6 +51,7 @@ app.command("diff")(diff_command)
 app.command("janitor")(janitor_command)
 sidecar.app.command("run")(sidecar_run_command)
 app.add_typer(sidecar.app, name="sidecar")
+app.add_typer(sandbox.app, name="sandbox")
 app.command("queues")(queues_command)
 workload_app.command("submit")(workload_live.submit_command)
 workload_app.command("list")(workload_live.list_command)

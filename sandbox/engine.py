@@ -16,11 +16,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
 from tpuplane.sandbox.toolchain import binary, binary_dirs
+
+if TYPE_CHECKING:
+    from tpuplane.sandbox.layout import SandboxState
 
 ENGINE_TIMEOUT = 900.0  # seconds for one engine command: a preview or an update of a stack's Kubernetes half
 
@@ -112,3 +115,27 @@ class Engine:
     def export(self, project: Project) -> dict[str, Any]:
         """The stack's deployment: every resource the engine registered, with its URN, type and inputs."""
         return json.loads(self.run(project, "stack", "export").stdout)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The stack's Kubernetes half
+
+PROGRAM = Path(__file__).parent / "program"  # the stack's composition, with its GCP side given as existing
+
+
+def stack_project(state: "SandboxState") -> Project:
+    """The sandbox's Pulumi project for a stack: the stack project's name and stack name (so URNs are the ones
+    `pulumi up` of the stack registers), its config file, and the sandbox's program."""
+    from tpuplane.cli.plan import read_stack_file
+
+    return Project(name=state.project, program=PROGRAM, stack=state.stack,
+                   config=read_stack_file(Path(state.config_file), state.project))
+
+
+def apply_kubernetes_half(state: "SandboxState", progress: Callable[[str], None]) -> None:
+    """`pulumi up` of the stack's Kubernetes half against the sandbox."""
+    engine = Engine(Path(state.directory) / "pulumi", Path(state.kubeconfig))
+    project = stack_project(state)
+    progress(f"the stack's Kubernetes half (pulumi up of {project.name}/{project.stack})")
+    engine.prepare(project)
+    engine.up(project)

@@ -64,6 +64,7 @@ class SandboxState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     directory: str
+    project: str
     stack: str
     config_file: str
     kubeconfig: str

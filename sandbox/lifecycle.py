@@ -35,9 +35,11 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class StackSource:
-    """The stack a sandbox plays: its validated config, its name and the file it came from."""
+    """The stack a sandbox plays: its validated config, its Pulumi project and stack names (the engine registers
+    the URNs `pulumi up` of that stack would), and the file it came from."""
 
     config: StackConfig
+    project: str
     stack: str
     config_file: Path
 
@@ -50,16 +52,17 @@ def up(source: StackSource, directory: Path, *, apiserver_port: int | None = Non
     if not source.config.tpu_pools:
         raise SandboxError(f"stack {source.stack} plans no TPU pools (tpuplane:tpuPools is empty); the sandbox "
                            "plays a stack's TPU fleet, so give it a stack with at least one pool")
-    require_all()  # ToolchainMissing names what to build
     if apiserver_port is not None and port_in_use(apiserver_port):
         raise SandboxError(f"port {apiserver_port} on 127.0.0.1 is in use; pass another --port or none (a free "
                            "one is picked)")
+    require_all()  # ToolchainMissing names what to build
     ports = _ports(apiserver_port)
     paths = Paths(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for folder in (paths.pki, paths.logs, paths.controllers):
         folder.mkdir(parents=True, exist_ok=True)
-    state = SandboxState(directory=str(directory), stack=source.stack, config_file=str(source.config_file),
+    state = SandboxState(directory=str(directory), project=source.project, stack=source.stack,
+                         config_file=str(source.config_file),
                          kubeconfig=str(paths.kubeconfig), ports=ports)
     state.save()
     try:
