@@ -140,7 +140,8 @@ def mount_secret(secret: dict[str, Any], directory: Path) -> None:
 
 
 def host_configuration(controller: Controller, chart_config: dict[str, Any], *, webhook_port: int,
-                       metrics_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
+                       metrics_port: int, health_port: int, cert_dir: Path,
+                       visibility_port: int | None = None) -> dict[str, Any]:
     """The chart's configuration with what one host process needs instead of a pod's defaults: loopback ports,
     a certificate folder of the sandbox's, one replica (no leader election)."""
     config = json.loads(json.dumps(chart_config))
@@ -149,6 +150,8 @@ def host_configuration(controller: Controller, chart_config: dict[str, Any], *, 
     config["metrics"] = {**config.get("metrics", {}), "bindAddress": f"127.0.0.1:{metrics_port}"}
     config["health"] = {**config.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{health_port}"}
     config["leaderElection"] = {**config.get("leaderElection", {}), "leaderElect": False}
+    if visibility_port is not None:  # Kueue's on-demand visibility API, else on 0.0.0.0:8082
+        config["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": visibility_port}
     if controller.seeds_cert_secret:
         config["namespace"] = controller.namespace
     else:  # JobSet's own certificate manager writes to a fixed /tmp folder: the sandbox gives it certificates

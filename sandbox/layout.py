@@ -37,6 +37,7 @@ class Ports(BaseModel):
     kueue_webhook: int
     kueue_metrics: int
     kueue_health: int
+    kueue_visibility: int
     jobset_webhook: int
     jobset_metrics: int
     jobset_health: int

@@ -72,7 +72,7 @@ def up(source: StackSource, directory: Path, *, apiserver_port: int | None = Non
             state.applied = True
             state.save()
     except BaseException:
-        down(directory)
+        down(directory, keep_logs=True)  # the logs say why; the next `up` clears them
         raise
     return state
 
@@ -83,6 +83,9 @@ def _refuse_second(directory: Path) -> None:
         raise SandboxError(f"a sandbox is already up in {directory} (stack {existing.stack}, API server "
                            f"https://127.0.0.1:{existing.ports.apiserver}); run `tpuplane sandbox down` first, "
                            "or give another --dir")
+    logs = Paths(directory).logs
+    if directory.exists() and {p.name for p in directory.iterdir()} == {logs.name}:
+        shutil.rmtree(logs)  # what a failed `up` left to read
     if directory.exists() and any(directory.iterdir()):
         raise SandboxError(f"{directory} exists and is not empty, but holds no sandbox; remove it or give "
                            "another --dir")
@@ -161,7 +164,8 @@ def _start_controllers(source: StackSource, state: SandboxState, paths: Paths,
     controllers.mount_secret(kueue_secret, kueue_certs)
     kueue_config = controllers.host_configuration(
         controllers.KUEUE, controllers.chart_configuration(kueue_render), webhook_port=ports.kueue_webhook,
-        metrics_port=ports.kueue_metrics, health_port=ports.kueue_health, cert_dir=kueue_certs)
+        metrics_port=ports.kueue_metrics, health_port=ports.kueue_health, cert_dir=kueue_certs,
+        visibility_port=ports.kueue_visibility)
     controllers.start_controller(controllers.KUEUE, kueue_config, work, paths.kubeconfig, ports.kueue_health,
                                  launcher, lambda: api.accepts(_probe_flavor()))
 
@@ -241,8 +245,9 @@ def _admin_token(paths: Paths) -> str | None:
         return None
 
 
-def down(directory: Path) -> list[str]:
-    """Stop every process the sandbox started (last started first) and remove its folder. Returns their names."""
+def down(directory: Path, keep_logs: bool = False) -> list[str]:
+    """Stop every process the sandbox started (last started first) and remove its folder (but its logs, when
+    `keep_logs`: a failed `up` leaves them to read). Returns the names of the processes."""
     state = SandboxState.load(directory)
     if state is None:
         if directory.exists() and not any(directory.iterdir()):
@@ -252,5 +257,10 @@ def down(directory: Path) -> list[str]:
     for record in reversed(state.processes):
         stop(record.started())
         stopped.append(record.name)
-    shutil.rmtree(directory, ignore_errors=True)
+    for entry in directory.iterdir():
+        if keep_logs and entry.name == Paths(directory).logs.name:
+            continue
+        shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+    if not keep_logs:
+        shutil.rmtree(directory, ignore_errors=True)
     return stopped

@@ -118,3 +118,15 @@ def silent_port() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
         yield sock.getsockname()[1]
+
+
+# The e2e tier (tests/e2e) runs against a real control plane built from Go modules: `make e2e`, or `pytest --e2e
+# tests/e2e`. The unit tier never collects it.
+def pytest_addoption(parser):
+    parser.addoption("--e2e", action="store_true", help="also collect tests/e2e (needs `tpuplane sandbox build`)")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path.name == "e2e" and collection_path.parent == Path(__file__).parent:
+        return not config.getoption("--e2e")
+    return None

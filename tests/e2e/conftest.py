@@ -1,0 +1,63 @@
+"""The e2e tier: tpuplane's stacks on a real control plane (`tpuplane sandbox`: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, Kueue, JobSet, kwok's nodes) and the real Pulumi engine.
+
+Run with `make e2e` (it builds the toolchain first). A missing toolchain fails the tier, naming what to build: these
+tests are never skipped for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, STACKS
+from tpuplane.cli.plan import read_stack_file
+from tpuplane.infra.config import load_stack_config
+from tpuplane.sandbox import lifecycle, toolchain
+from tpuplane.sandbox.layout import SandboxState
+from tpuplane.sandbox.processes import MARKER_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def toolchain_built() -> None:
+    try:
+        toolchain.require_all()
+    except toolchain.ToolchainMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def stack_source(stack: str, config_file: Path | None = None) -> lifecycle.StackSource:
+    path = config_file or STACKS / f"Pulumi.{stack}.yaml"
+    return lifecycle.StackSource(load_stack_config(read_stack_file(path, "tpuplane")), "tpuplane", stack, path)
+
+
+def processes_marked(directory: Path) -> list[int]:
+    """Pids of live processes whose environment carries the sandbox's marker for `directory`."""
+    marker = f"{MARKER_ENV}={directory}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in environ.split(b"\0") and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.fixture(scope="session")
+def dev_sandbox(tmp_path_factory) -> Iterator[SandboxState]:
+    """The dev stack on a sandbox, its Kubernetes half applied by the engine; shared by the tests of a session."""
+    from tpuplane.sandbox.engine import apply_kubernetes_half
+
+    directory = tmp_path_factory.mktemp("sandbox") / "dev"
+    state = lifecycle.up(stack_source("dev"), directory, apply=apply_kubernetes_half)
+    os.environ.setdefault("TPUPLANE_E2E_KUBECONFIG", state.kubeconfig)
+    yield state
+    lifecycle.down(directory)

@@ -1,0 +1,90 @@
+"""`tpuplane sandbox up`, `status` and `down`, as a user runs them: a real control plane comes up with the stack's
+nodes, and `down` leaves no process, no port and no folder behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from conftest import REPO
+from e2e.conftest import processes_marked, stack_source
+from tpuplane.infra.fleet.nodes import stack_nodes
+from tpuplane.sandbox import lifecycle
+from tpuplane.sandbox.processes import listening
+
+TPUPLANE = [sys.executable, "-m", "tpuplane.cli.main"]
+
+
+def tpuplane(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "tpuplane"), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    return tmp_path / "sandbox"
+
+
+def test_up_status_down_from_the_command_line(folder):
+    up = tpuplane("sandbox", "up", "--stack", "dev", "--dir", str(folder))
+    assert up.returncode == 0, up.stderr
+    kubeconfig = up.stdout.strip()
+    try:
+        status = tpuplane("sandbox", "status", "--dir", str(folder), "-f", "json")
+        assert status.returncode == 0, status.stdout + status.stderr
+        doc = json.loads(status.stdout)
+        assert doc["kubeconfig"] == kubeconfig
+        assert doc["apiServer"]["ready"] is True and doc["applied"] is True
+        names = {p["name"]: p["state"] for p in doc["processes"]}
+        assert names == {name: "running" for name in ("etcd", "kube-apiserver", "kube-controller-manager",
+                                                      "kube-scheduler", "jobset", "kueue", "kwok")}
+        ports = json.loads((folder / "state.json").read_text())["ports"]
+    finally:
+        down = tpuplane("sandbox", "down", "--dir", str(folder))
+    assert down.returncode == 0, down.stderr
+    assert processes_marked(folder) == []
+    assert [port for port in ports.values() if listening(port)] == []
+    assert not folder.exists()
+
+
+def test_the_nodes_are_the_stacks_vms_with_gkes_labels(folder):
+    source = stack_source("dev")
+    state = lifecycle.up(source, folder)
+    try:
+        api = client.CoreV1Api(config.new_client_from_config(state.kubeconfig))
+        nodes = {n.metadata.name: n for n in api.list_node().items}
+        expected = {name for group in stack_nodes(source.config) for name in group.node_names("fleet-dev")}
+        assert set(nodes) == expected
+        tpu = nodes["gke-fleet-dev-train-0-0"]
+        assert tpu.metadata.labels["cloud.google.com/gke-tpu-topology"] == "4x4"
+        assert tpu.status.allocatable["google.com/tpu"] == "4"
+        assert all(c.status == "True" for c in tpu.status.conditions if c.type == "Ready")
+    finally:
+        lifecycle.down(folder)
+    assert processes_marked(folder) == []
+
+
+def test_a_second_up_is_refused_while_the_first_runs(folder):
+    lifecycle.up(stack_source("dev"), folder)
+    try:
+        second = tpuplane("sandbox", "up", "--stack", "dev", "--dir", str(folder))
+        assert second.returncode == 2
+        assert "already up" in second.stderr and "Traceback" not in second.stderr
+    finally:
+        lifecycle.down(folder)
+
+
+def test_a_failed_up_stops_what_it_started(folder, monkeypatch):
+    """kwok cannot start (its binary is replaced by `false`): everything started before it is stopped."""
+    from tpuplane.sandbox import kwok
+
+    monkeypatch.setattr(kwok, "binary", lambda name: Path("/bin/false"))
+    with pytest.raises(Exception):
+        lifecycle.up(stack_source("dev"), folder)
+    assert processes_marked(folder) == []
+    assert [p.name for p in folder.iterdir()] == ["logs"]  # kept to read; the next `up` clears them
