@@ -19,7 +19,7 @@ from rich.markup import escape
 from tpuplane.cli import EXIT_BAD_INPUT
 from tpuplane.cli.plan import PulumiProject, read_stack_file, stack_file
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.redaction import redact_text
+from tpuplane.infra.redaction import redact_text
 
 app = typer.Typer(help="A local control plane that plays a stack's TPU fleet: real Kubernetes, Kueue and JobSet, "
                        "fake nodes (kwok), the stack's Kubernetes half applied by the real Pulumi engine.",
@@ -70,7 +70,7 @@ def build_command() -> None:
 
 
 def _source(stack: Optional[str], config: Optional[Path], project_dir: Path):
-    from tpuplane.infra.config import load_stack_config
+    from tpuplane.infra.stack import load_stack_config
     from tpuplane.sandbox.lifecycle import StackSource
 
     project = PulumiProject.find(project_dir.resolve())

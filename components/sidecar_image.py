@@ -23,7 +23,7 @@ import pulumi_gcp as gcp
 
 from tpuplane.components.options import child_options
 from tpuplane.infra.pathways.args import SidecarBuild, read_sidecar_build
-from tpuplane.infra.pathways.sidecar_image import DOCKERFILE, image_tag
+from tpuplane.infra.pathways.sidecar_image import DOCKERFILE, image_tag, repository_url, sidecar_build_args
 from tpuplane.runtime.sidecar_wheel import WHEEL_FOLDER, build_runtime_wheel
 
 
@@ -83,11 +83,10 @@ class SidecarImage(pulumi.ComponentResource):
             opts=child,
         )
         # Built from the repository's outputs, so the image waits for the repository to exist.
-        self.repository_url = pulumi.Output.concat(
-            repository.location, "-docker.pkg.dev/", repository.project, "/", repository.repository_id
-        )
+        self.repository_url = pulumi.Output.all(repository.project, repository.location, repository.repository_id
+                                                ).apply(lambda parts: repository_url(*parts))
 
-        build_args = {"BASE_IMAGE": base.ref, "REQUIREMENTS": Path(build.requirements_file).as_posix()}
+        build_args = sidecar_build_args(base.ref, build.requirements_file)
         # The runtime the helpers' pickles refer to goes into the context before it is hashed: the tag covers it.
         build_runtime_wheel(build.context_dir / WHEEL_FOLDER)
         tag = image_tag(build.context_dir, build_args=build_args, jax_version=base.jax_version)

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from tpuplane.infra.batch.kueue import jobset_helm_values, kueue_helm_values
-from tpuplane.infra.config import StackConfig
-from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
+from tpuplane.infra.stack import StackConfig
 from tpuplane.infra.fleet.nodes import node_objects, stack_nodes
 from tpuplane.sandbox import certs, controllers, control_plane, kwok
 from tpuplane.sandbox.cluster_api import ClusterApi
@@ -132,11 +131,11 @@ def _start_controllers(source: StackSource, state: SandboxState, paths: Paths,
                        files: control_plane.ControlPlaneFiles, api: ClusterApi, launcher: Launcher,
                        progress: Progress) -> None:
     """JobSet first (Kueue's JobSet integration needs its CRD), then Kueue."""
-    platform = source.config.batch_platform
+    platform = source.config.batch
     ports, work = state.ports, paths.controllers
     progress("JobSet")
-    jobset_render = controllers.render_chart(controllers.JOBSET, jobset_helm_values(platform, CPU_POOL_NAME), work)
-    kueue_render = controllers.render_chart(controllers.KUEUE, kueue_helm_values(platform, CPU_POOL_NAME), work)
+    jobset_render = controllers.render_chart(controllers.JOBSET, jobset_helm_values(platform), work)
+    kueue_render = controllers.render_chart(controllers.KUEUE, kueue_helm_values(platform), work)
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.namespace}}
                   for c in (controllers.JOBSET, controllers.KUEUE)]
     jobset_objects = controllers.install_objects(controllers.JOBSET, jobset_render, ports.jobset_webhook,

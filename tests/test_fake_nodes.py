@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.fleet.nodes import node_objects, stack_nodes
 
 

@@ -22,7 +22,7 @@ from tpuplane.infra.fleet.nodepools import SlicePoolPlan
 from tpuplane.infra.fleet.scheduling import NODEPOOL_LABEL, TPU_RESOURCE, tpu_node_labels
 
 if TYPE_CHECKING:
-    from tpuplane.infra.config import StackConfig
+    from tpuplane.infra.stack import StackConfig
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -108,7 +108,7 @@ def stack_nodes(cfg: "StackConfig") -> list[NodeGroup]:
     from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
     from tpuplane.infra.fleet.nodepools import plan_tpu_pools
 
-    groups = [slice_pool_nodes(pool, group.spec, group.config.capacity.value, cfg.cluster.zone)
-              for group in plan_tpu_pools(cfg) for pool in group.pools]
+    groups = [slice_pool_nodes(pool, group.spec, group.config.capacity.value, group.config.zone)
+              for group in plan_tpu_pools(cfg.tpu_pools) for pool in group.pools]
     cpu = cfg.cluster.cpu_pool
     return [*groups, cpu_pool_nodes(CPU_POOL_NAME, cpu.machine_type, cfg.cluster.zone, max(cpu.min_nodes, 1))]

@@ -202,3 +202,21 @@ def sidecar_jax_version(image: str) -> str | None:
     if base := _TAG.match(tag):
         return base["jax"]
     return jax_version_of_tag(image)
+
+
+def sidecar_build_args(base_image: str, requirements_file: str) -> dict[str, str]:
+    """The Dockerfile's build arguments: the base image, and the requirements file inside the context."""
+    return {"BASE_IMAGE": base_image, "REQUIREMENTS": Path(requirements_file).as_posix()}
+
+
+def repository_url(project: str, region: str, repository_id: str) -> str:
+    """Where Artifact Registry serves a Docker repository's images."""
+    return f"{region}-docker.pkg.dev/{project}/{repository_id}"
+
+
+def sidecar_image_ref(project: str, region: str, repository_id: str, image_name: str, context_dir: Path,
+                      base_image: str, requirements_file: str, jax_version: str) -> str:
+    """The reference a sidecar build pushes: its repository, image name and content-derived tag (the context as
+    the build receives it, the runtime wheel in it)."""
+    tag = image_tag(context_dir, build_args=sidecar_build_args(base_image, requirements_file), jax_version=jax_version)
+    return f"{repository_url(project, region, repository_id)}/{image_name}:{tag}"

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO, STACKS
 from tpuplane.cli.plan import read_stack_file
-from tpuplane.infra.config import load_stack_config
+from tpuplane.infra.stack import load_stack_config
 from tpuplane.sandbox import lifecycle, toolchain
 from tpuplane.sandbox.layout import SandboxState
 from tpuplane.sandbox.processes import MARKER_ENV
