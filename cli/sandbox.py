@@ -76,7 +76,8 @@ def _source(stack: Optional[str], config: Optional[Path], project_dir: Path):
     project = PulumiProject.find(project_dir.resolve())
     path = config or stack_file(project, stack or "dev")
     name = stack or ("dev" if config is None else path.stem.removeprefix("Pulumi."))
-    return StackSource(load_stack_config(read_stack_file(path, project.name)), project.name, name, path.resolve())
+    config = load_stack_config(read_stack_file(path, project.name), project_dir=project.root)
+    return StackSource(config, project.name, name, path.resolve(), project.root)
 
 
 @app.command("up")

@@ -6,15 +6,17 @@ resource in the plan and in `pulumi preview` (diffable and owned one by one, unl
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-# Custom resources that carry only metadata and spec go through CustomResource; kinds with other top-level
-# fields (Kueue's WorkloadPriorityClass has `value`) cannot, so they ride in a one-object ConfigGroup.
+# Custom resources that carry only metadata and spec go through the SDK's CustomResource; kinds with other top-level
+# fields (Kueue's WorkloadPriorityClass has `value`) are registered as themselves by `_Manifest`.
 _CR_KEYS = {"apiVersion", "kind", "metadata", "spec"}
+_K8S_VERSION = importlib.metadata.version("pulumi-kubernetes")
 _CORE_GROUPS = {"", "apps", "batch", "scheduling.k8s.io", "networking.k8s.io", "rbac.authorization.k8s.io",
                 "policy", "storage.k8s.io"}
 
@@ -42,4 +44,26 @@ def manifest_resource(manifest: dict[str, Any], opts: pulumi.ResourceOptions) ->
         return k8s.apiextensions.CustomResource(
             name, api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
             spec=manifest.get("spec"), opts=opts)
-    return k8s.yaml.v2.ConfigGroup(name, objs=[manifest], opts=opts)
+    return _Manifest(name, manifest, opts)
+
+
+class _Manifest(pulumi.CustomResource):
+    """A custom resource with top-level fields besides metadata and spec, registered as itself with the Kubernetes
+    provider (type `kubernetes:<apiVersion>:<kind>`, the object as its inputs), as the provider's other SDKs do:
+    Python's CustomResource takes only metadata and spec.
+
+    Such objects used to ride in a one-object `yaml/v2` ConfigGroup named like the resource, whose child the
+    provider names `<resource name>:<object name>`: the alias keeps that object, so upgrading replaces nothing
+    (the empty ConfigGroup goes)."""
+
+    def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
+        assert "namespace" not in manifest["metadata"], "only cluster-scoped kinds ever rode in a ConfigGroup"
+        alias = pulumi.Alias(name=f"{name}:{manifest['metadata']['name']}",
+                             parent=opts.parent.urn.apply(lambda urn: _config_group_urn(urn, name)))
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_K8S_VERSION, aliases=[alias]))
+        super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, dict(manifest), opts)
+
+
+def _config_group_urn(parent_urn: str, name: str) -> str:
+    """The URN of the ConfigGroup `name` under the resource `parent_urn`."""
+    return f"{parent_urn.rsplit('::', 1)[0]}$kubernetes:yaml/v2:ConfigGroup::{name}"

@@ -24,9 +24,10 @@ def _parse(key: str, value: Any) -> Any:
     return value
 
 
-def read_stack_config(project_dir: Path) -> StackConfig:
+def read_stack_config(project_dir: Path, *, look_up_reservations: bool = True) -> StackConfig:
     """All config of this stack, read (paths in it start at `project_dir`), and the reservations it consumes but
-    does not create looked up. Bad input stops the program before any resource is registered.
+    does not create looked up in Compute Engine (unless `look_up_reservations` is false: a program with no GCP
+    provider, the sandbox's). Bad input stops the program before any resource is registered.
 
     The `ConfigError` rides as the cause of a `pulumi.RunError`, which Pulumi prints without a traceback;
     `tpuplane plan` prints the same message and exits with status 2.
@@ -34,7 +35,7 @@ def read_stack_config(project_dir: Path) -> StackConfig:
     raw = {key: _parse(key, value) for key, value in sorted(CONFIG.get().items())}
     try:
         cfg = load_stack_config(raw, project_dir=project_dir)
-        problems = external_reservation_problems(cfg)
+        problems = external_reservation_problems(cfg) if look_up_reservations else []
         if problems:
             raise ConfigError(problems)
     except ConfigError as exc:

@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -34,13 +34,14 @@ class EngineFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Project:
-    """A Pulumi project the sandbox runs: its name (URNs carry it), the folder of its `__main__.py`, and the stack
-    config (`config:` of a Pulumi.<stack>.yaml)."""
+    """A Pulumi project the sandbox runs: its name (URNs carry it), the folder of its `__main__.py`, the stack
+    config (`config:` of a Pulumi.<stack>.yaml), and the environment its program reads."""
 
     name: str
     program: Path
     stack: str
     config: dict[str, Any]
+    env: dict[str, str] = field(default_factory=dict)
 
 
 class Engine:
@@ -50,10 +51,11 @@ class Engine:
         self.work = work
         self.kubeconfig = kubeconfig
 
-    def env(self) -> dict[str, str]:
+    def env(self, project: Project) -> dict[str, str]:
         python_bin = str(Path(sys.executable).parent)
         return {
             **os.environ,
+            **project.env,
             "PATH": os.pathsep.join([*binary_dirs(), python_bin, os.environ.get("PATH", "")]),
             "PULUMI_HOME": str(self.work / "home"),
             "PULUMI_BACKEND_URL": f"file://{self.work / 'state'}",
@@ -84,7 +86,7 @@ class Engine:
             output: Callable[[str], None] | None = None) -> subprocess.CompletedProcess[str]:
         """`pulumi <args>` in the project's folder, non-interactive; EngineFailed when it fails and `check`."""
         command = [str(binary("pulumi")), *args, "--non-interactive"]
-        result = subprocess.run(command, cwd=self.project_dir(project), env=self.env(), capture_output=True,
+        result = subprocess.run(command, cwd=self.project_dir(project), env=self.env(project), capture_output=True,
                                 text=True, timeout=ENGINE_TIMEOUT, stdin=subprocess.DEVNULL)
         if output:
             output(result.stdout)
@@ -129,7 +131,8 @@ def stack_project(state: "SandboxState") -> Project:
     from tpuplane.cli.plan import read_stack_file
 
     return Project(name=state.project, program=PROGRAM, stack=state.stack,
-                   config=read_stack_file(Path(state.config_file), state.project))
+                   config=read_stack_file(Path(state.config_file), state.project),
+                   env={"TPUPLANE_PROJECT_DIR": state.project_dir})
 
 
 def apply_kubernetes_half(state: "SandboxState", progress: Callable[[str], None]) -> None:

@@ -68,6 +68,7 @@ class SandboxState(BaseModel):
     project: str
     stack: str
     config_file: str
+    project_dir: str
     kubeconfig: str
     ports: Ports
     processes: list[ProcessRecord] = []

@@ -41,6 +41,7 @@ class StackSource:
     project: str
     stack: str
     config_file: Path
+    project_dir: Path  # where its Pulumi.yaml is: relative paths in the config start there
 
 
 def up(source: StackSource, directory: Path, *, apiserver_port: int | None = None,
@@ -61,7 +62,7 @@ def up(source: StackSource, directory: Path, *, apiserver_port: int | None = Non
     for folder in (paths.pki, paths.logs, paths.controllers):
         folder.mkdir(parents=True, exist_ok=True)
     state = SandboxState(directory=str(directory), project=source.project, stack=source.stack,
-                         config_file=str(source.config_file),
+                         config_file=str(source.config_file), project_dir=str(source.project_dir),
                          kubeconfig=str(paths.kubeconfig), ports=ports)
     state.save()
     try:

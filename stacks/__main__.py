@@ -10,15 +10,8 @@ from pathlib import Path
 
 import pulumi
 
-from tpuplane.components import (
-    BatchStack,
-    ProxyJanitor,
-    SharedPathwaysService,
-    SidecarImage,
-    TpuCluster,
-    TpuReservation,
-    TpuSlicePool,
-)
+from tpuplane.components import SidecarImage, TpuCluster, TpuReservation, TpuSlicePool
+from tpuplane.components.kubernetes_half import GcpSide, compose_kubernetes_half
 from tpuplane.components.stack_config import read_stack_config
 from tpuplane.infra.fleet.nodepools import chips_by_generation
 
@@ -42,26 +35,24 @@ def slice_pool(pool) -> TpuSlicePool:
 
 slice_pools = {pool.name: slice_pool(pool) for pool in cfg.tpu_pools}
 
-# Kueue and JobSet, and the queues derived from the pools: every Kubernetes object goes through the provider
-# of the new cluster, which waits for the CPU pool.
-batch = BatchStack("batch", cfg.batch, opts=pulumi.ResourceOptions(providers=[cluster.provider]))
+# Kueue and JobSet, the queues derived from the pools, the Shared Pathways Service and its janitors: every
+# Kubernetes object goes through the provider of the new cluster, which waits for the CPU pool.
+sidecar_image = None
+if cfg.pathways is not None:
+    pw = cfg.pathways
+    sidecar_image = SidecarImage(f"{pw.service_name}-sidecar", cfg.sidecar).image_ref if cfg.sidecar \
+        else pw.sidecar_image
+half = compose_kubernetes_half(cfg, GcpSide(provider=cluster.provider,
+                                            node_service_account=cluster.node_service_account_email,
+                                            sidecar_image=sidecar_image))
 
 pulumi.export("cluster_name", cluster.cluster_name)
 pulumi.export("cluster_endpoint", cluster.endpoint)
 pulumi.export("node_pools", {name: [p.name for p in pool.node_pools] for name, pool in slice_pools.items()})
 pulumi.export("tpu_chips", chips_by_generation([pool.plan for pool in slice_pools.values()]))
-pulumi.export("local_queues", batch.local_queues)
-
-if cfg.pathways is not None:
-    pw = cfg.pathways
-    image = SidecarImage(f"{pw.service_name}-sidecar", cfg.sidecar).image_ref if cfg.sidecar else pw.sidecar_image
-    pathways = SharedPathwaysService(pw.service_name, pw.model_copy(update={
-        "node_service_account": cluster.node_service_account_email, "sidecar_image": image}),
-        opts=pulumi.ResourceOptions(providers=[cluster.provider], depends_on=[batch.jobset_release]))
-    for janitor in cfg.janitors:
-        ProxyJanitor(f"proxy-janitor-{janitor.namespace}", janitor,
-                     opts=pulumi.ResourceOptions(providers=[cluster.provider], depends_on=[batch]))
-    pulumi.export("pathways_service", pathways.pathways_service)
-    pulumi.export("pathways_instance_type", pathways.instance_type)
-    pulumi.export("pathways_server_image", pathways.server_image)
-    pulumi.export("pathways_proxy_image", pathways.proxy_image)
+pulumi.export("local_queues", half.batch.local_queues)
+if half.pathways is not None:
+    pulumi.export("pathways_service", half.pathways.pathways_service)
+    pulumi.export("pathways_instance_type", half.pathways.instance_type)
+    pulumi.export("pathways_server_image", half.pathways.server_image)
+    pulumi.export("pathways_proxy_image", half.pathways.proxy_image)

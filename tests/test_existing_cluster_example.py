@@ -40,8 +40,8 @@ def test_example_queues_split_each_groups_slices_between_the_teams(plan):
         for flavor in cq.inputs["spec"]["resourceGroups"][0]["flavors"]:
             tpu = next(r for r in flavor["resources"] if r["name"] == "google.com/tpu")
             quotas[(cq.inputs["metadata"]["name"], flavor["name"])] = tpu["nominalQuota"]
-    assert quotas[("research", "tpu-v6e-slice-4x4-spot")] == quotas[("serving", "tpu-v6e-slice-4x4-spot")] == 2 * 16
-    assert quotas[("research", "tpu-v6e-slice-2x4")] == quotas[("serving", "tpu-v6e-slice-2x4")] == 8
+    assert quotas[("research", "tpu-v6e-slice-4x4-spot")] == quotas[("serving", "tpu-v6e-slice-4x4-spot")] == "32"
+    assert quotas[("research", "tpu-v6e-slice-2x4")] == quotas[("serving", "tpu-v6e-slice-2x4")] == "8"
     assert plan.outputs["local_queues"] == {"research": "research", "serving": "serving"}
 
 

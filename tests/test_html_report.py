@@ -89,7 +89,7 @@ def test_html_report_shows_queues_costs_and_every_resource(page, tmp_path):
     assert elements(dom, "section", id="queues") and "cluster-queue" in dom
     assert elements(dom, "table", id="costs") and "Estimated at list prices of" in dom
     assert len(elements(dom, "tr", **{"class": "resource"})) == 32
-    assert "WorkloadPriorityClass/high" in dom
+    assert "workloadpriorityclass-high" in dom
 
 
 @needs_chromium

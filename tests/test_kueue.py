@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.utils import parse_quantity
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from tpuplane.infra.k8s_validation import manifest_errors
 from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.scheduling import TPU_RESOURCE
+from tpuplane.infra.quantity import canonical_quantity
 
 BASE: dict[str, Any] = {
     "gcp:project": "acme-ml",
@@ -61,9 +63,14 @@ def tpu_quota(cq: dict[str, Any]) -> dict[str, int]:
     return {name: entry["nominalQuota"] for name, entry in tpu_entries([cq])[cq["metadata"]["name"]].items()}
 
 
+def chips(entry: dict[str, Any]) -> dict[str, Any]:
+    """A quota entry with its amounts as numbers of chips (they are written as quantities)."""
+    return {key: int(parse_quantity(value)) if key != "name" else value for key, value in entry.items()}
+
+
 def tpu_entries(cqs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """ClusterQueue name -> TPU flavor name -> its google.com/tpu quota entry."""
-    return {cq["metadata"]["name"]: {f["name"]: r for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+    """ClusterQueue name -> TPU flavor name -> its google.com/tpu quota entry, amounts in chips."""
+    return {cq["metadata"]["name"]: {f["name"]: chips(r) for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
                                      if f["name"] != kueue.CPU_FLAVOR for r in f["resources"]
                                      if r["name"] == TPU_RESOURCE}
             for cq in cqs}
@@ -232,9 +239,9 @@ def test_cluster_queue_cpu_flavor_comes_first_with_the_cpu_pool_and_no_tpu():
     [cq] = kueue.render_cluster_queues(cfg.batch)
     [group] = cq["spec"]["resourceGroups"]
     assert group["coveredResources"] == [TPU_RESOURCE, "cpu", "memory"]
-    assert group["flavors"][0] == {"name": "cpu", "resources": [
-        {"name": TPU_RESOURCE, "nominalQuota": 0}, {"name": "cpu", "nominalQuota": 160},
-        {"name": "memory", "nominalQuota": "655360Mi"}]}
+    assert group["flavors"][0] == {"name": "cpu", "resources": [  # 10 x n2-standard-16: 160 cores, 640 GiB
+        {"name": TPU_RESOURCE, "nominalQuota": "0"}, {"name": "cpu", "nominalQuota": "160"},
+        {"name": "memory", "nominalQuota": "640Gi"}]}
 
 
 def test_cluster_queue_tpu_flavor_carries_cpu_and_memory_of_its_host_vms():
@@ -244,9 +251,22 @@ def test_cluster_queue_tpu_flavor_carries_cpu_and_memory_of_its_host_vms():
     [group] = cq["spec"]["resourceGroups"]
     [tpu] = [f for f in group["flavors"] if f["name"] == "tpu-v6e-slice-4x4-spot"]
     host = gke_allocatable(machine_shape("ct6e-standard-4t"))
-    assert tpu["resources"] == [{"name": TPU_RESOURCE, "nominalQuota": 64},
-                                {"name": "cpu", "nominalQuota": f"{16 * host.millicores}m"},
-                                {"name": "memory", "nominalQuota": f"{16 * host.memory_mib}Mi"}]
+    assert [chips(r) if r["name"] == TPU_RESOURCE else r for r in tpu["resources"]] == [
+        {"name": TPU_RESOURCE, "nominalQuota": 64},
+        {"name": "cpu", "nominalQuota": f"{16 * host.millicores}m"},
+        {"name": "memory", "nominalQuota": f"{16 * host.memory_mib}Mi"}]
+
+
+@pytest.mark.parametrize("pools", list(POOL_CONFIGS.values()), ids=list(POOL_CONFIGS))
+def test_cluster_queue_quotas_are_written_as_kueue_stores_them(pools):
+    """Kueue's webhook rewrites every quantity into its canonical form; anything else is changed again on each
+    apply and the next preview never settles."""
+    for cq in kueue.render_cluster_queues(stack(pools, TEAMS).batch):
+        for flavor in cq["spec"]["resourceGroups"][0]["flavors"]:
+            for entry in flavor["resources"]:
+                for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    if key in entry:
+                        assert entry[key] == canonical_quantity(entry[key]), (flavor["name"], entry)
 
 
 def test_cluster_queue_flavors_list_every_covered_resource_in_order():
@@ -321,7 +341,7 @@ def test_priorities_exist_for_kueue_and_for_pods():
     expected = {"very-low": 100, "low": 250, "medium": 500, "high": 750, "very-high": 1000}
     assert values == {**{("WorkloadPriorityClass", k): v for k, v in expected.items()},
                       **{("PriorityClass", k): v for k, v in expected.items()}}
-    assert all(o.get("globalDefault") is False for o in objs if o["kind"] == "PriorityClass")
+    assert all("globalDefault" not in o for o in objs if o["kind"] == "PriorityClass")  # unset: not the default
 
 
 @given(total=st.integers(0, 100_000),

@@ -50,8 +50,9 @@ def test_plan_json_has_project_stack_and_resources(dev_json):
     doc = json.loads(dev_json)
 
     assert (sorted(doc), doc["project"], doc["stack"]) == (["project", "resources", "stack"], "tpuplane", "dev")
-    assert {tuple(sorted(r)) for r in doc["resources"]} == {
-        ("dependsOn", "inputs", "name", "parent", "type", "urn")}
+    assert {tuple(sorted(r)) for r in doc["resources"]} == {  # aliases: the URNs a resource had before
+        ("dependsOn", "inputs", "name", "parent", "type", "urn"),
+        ("aliases", "dependsOn", "inputs", "name", "parent", "type", "urn")}
 
 
 def test_plan_json_lists_resources_by_type_token(dev_json):
@@ -239,10 +240,10 @@ def test_plan_table_opens_with_the_fleet_summary():
     assert any(line.startswith("Estimated at list prices of ") for line in lines[:12])
 
 
-def test_plan_table_lists_config_group_objects_without_details():
+def test_plan_table_lists_kueues_priority_classes_as_resources():
     out = tpuplane("--stack", "dev").stdout
 
-    assert "ConfigGroup workloadpriorityclass-high  objects: WorkloadPriorityClass/high" in out
+    assert "WorkloadPriorityClass workloadpriorityclass-high" in out
 
 
 def test_plan_table_details_prints_every_property():
@@ -256,7 +257,7 @@ def test_plan_markdown_opens_with_the_summary_and_a_mermaid_diagram():
 
     assert out.index("#### TPU fleet") < out.index("```mermaid") < out.index("#### Resources by component")
     assert "| `train` | v6e-16 | ct6e-standard-4t | spot | - | 2 | 8 | 32 |" in out
-    assert "`WorkloadPriorityClass/very-low`" in out
+    assert "| `batch` | `WorkloadPriorityClass` | `workloadpriorityclass-very-low` |" in out
 
 
 def test_plan_stack_option_names_the_stack_of_a_config_file(stack_file):

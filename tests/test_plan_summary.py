@@ -81,16 +81,23 @@ def test_summary_pathways_service_and_sidecar_image(summaries):
     assert image.base_image.endswith("sidecar:20260423-python_3.12-jax_0.10.0")
 
 
-def test_summary_lists_config_group_objects_by_kind_and_name(summaries):
-    objects = {(kind, name) for _, kind, name in summaries["dev"].config_objects}
+def test_summary_lists_config_group_objects_by_kind_and_name():
+    """A plan of a program that applies YAML through a ConfigGroup (tpuplane's own stacks register each object)."""
+    group = {"urn": "urn:pulumi:s::p::kubernetes:yaml/v2:ConfigGroup::extras", "type": "kubernetes:yaml/v2:ConfigGroup",
+             "name": "extras", "inputs": {"objs": [
+                 {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "team"}},
+                 {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                  "metadata": {"name": "urgent"}, "value": 900}]}}
+    plan = parse_plan({"project": "p", "stack": "s", "resources": [group]})
 
-    assert objects == {("WorkloadPriorityClass", p) for p in ("very-low", "low", "medium", "high", "very-high")}
+    assert summarize(plan.project, plan.stack, plan.resources).config_objects == (
+        ("extras", "ConfigMap", "team/a"), ("extras", "WorkloadPriorityClass", "urgent"))
 
 
 def test_summary_counts_resources_per_type(summaries, stack_plans):
     counts = dict(summaries["dev"].resource_counts)
 
-    assert counts["NodePool"] == 3 and counts["ConfigGroup"] == 5
+    assert counts["NodePool"] == 3 and counts["WorkloadPriorityClass"] == 5
     assert summaries["dev"].total_resources == len(stack_plans["dev"].resources)
 
 

@@ -63,7 +63,7 @@ def test_a_second_up_in_the_same_folder_is_refused(tmp_path):
     folder = tmp_path / "sbx"
     folder.mkdir()
     from tpuplane.sandbox.lifecycle import _ports
-    SandboxState(directory=str(folder), project="tpuplane", stack="dev", config_file=str(STACKS / "Pulumi.dev.yaml"),
+    SandboxState(directory=str(folder), project="tpuplane", stack="dev", config_file=str(STACKS / "Pulumi.dev.yaml"), project_dir=str(REPO),
                  kubeconfig=str(folder / "kubeconfig"), ports=_ports(None)).save()
     result = sandbox("up", "--stack", "dev", "--dir", str(folder))
     assert_refused(result, "already up", "tpuplane sandbox down")

@@ -6,6 +6,7 @@ The program runs under Pulumi's mocks (GCP and Kubernetes cannot exist here), as
 from __future__ import annotations
 
 import pytest
+from kubernetes.utils import parse_quantity
 from conftest import STACKS as STACK_DIR
 from conftest import stack_file_config
 
@@ -33,8 +34,9 @@ def tpu_quota_by_flavor(plan) -> dict[str, int]:
         for group in queue.inputs["spec"]["resourceGroups"]:
             for flavor in group["flavors"]:
                 for resource in flavor["resources"]:
-                    if resource["name"] == "google.com/tpu" and resource["nominalQuota"]:
-                        quota[flavor["name"]] = quota.get(flavor["name"], 0) + resource["nominalQuota"]
+                    chips = int(parse_quantity(resource["nominalQuota"]))
+                    if resource["name"] == "google.com/tpu" and chips:
+                        quota[flavor["name"]] = quota.get(flavor["name"], 0) + chips
     return quota
 
 
@@ -43,7 +45,7 @@ def test_prod_stack_plans_the_whole_batch_stack(plans):
 
     assert {"kubernetes:helm.sh/v3:Release", "kubernetes:batch/v1:Job", FLAVOR, CLUSTER_QUEUE,
             "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", "kubernetes:scheduling.k8s.io/v1:PriorityClass",
-            "kubernetes:yaml/v2:ConfigGroup"} <= types
+            "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"} <= types
     assert sorted(r.inputs["chart"] for r in plans["prod"].of_type("kubernetes:helm.sh/v3:Release")) == [
         "oci://registry.k8s.io/jobset/charts/jobset", "oci://registry.k8s.io/kueue/charts/kueue"]
 
@@ -75,7 +77,7 @@ def test_pathways_stack_dedicates_the_service_slices_outside_kueue(plans):
     assert tpu_quota_by_flavor(plan) == {"tpu-v6e-slice-4x4-spot": 64}
     quotas = {q.inputs["metadata"]["name"]: q.inputs["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]
               ["nominalQuota"] for q in plan.of_type(CLUSTER_QUEUE)}
-    assert quotas == {"research": 48, "evals": 16}
+    assert quotas == {"research": "48", "evals": "16"}
 
 
 def test_pathways_stack_workers_tolerate_their_dedicated_pools(plans):

@@ -29,6 +29,7 @@ from tpuplane.infra.batch.kueue_config import (
     KueueTeam,
 )
 from tpuplane.infra.batch.platform import BatchPlatform
+from tpuplane.infra.quantity import canonical_quantity
 from tpuplane.infra.errors import Problem
 from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
@@ -366,10 +367,11 @@ def team_quota_problems(platform: BatchPlatform, source: Source) -> list[Problem
 def _resource(name: str, nominal: int, capacity: int, team: KueueTeam | None, *, per_unit: int = 1,
               suffix: str = "") -> dict[str, Any]:
     """One quota entry from whole units (slices, cores, MiB), each `per_unit` of the resource (chips per slice).
-    Team limits are fractions turned into whole units, rounded down."""
+    Team limits are fractions turned into whole units, rounded down. Amounts are written as Kueue stores them
+    (`tpuplane.infra.quantity`), so applying them again changes nothing."""
 
-    def amount(units: int) -> int | str:
-        return f"{units * per_unit}{suffix}" if suffix else units * per_unit
+    def amount(units: int) -> str:
+        return canonical_quantity(f"{units * per_unit}{suffix}")
 
     entry: dict[str, Any] = {"name": name, "nominalQuota": amount(nominal)}
     if team is not None and team.borrowing_limit is not None:
@@ -466,7 +468,7 @@ def render_priority_classes() -> list[dict[str, Any]]:
         objects.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
                         "value": value, "description": description})
         objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                        "value": value, "globalDefault": False, "description": description})
+                        "value": value, "description": description})  # never the global default: that is unset
     return objects
 
 

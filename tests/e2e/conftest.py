@@ -31,7 +31,8 @@ def toolchain_built() -> None:
 
 def stack_source(stack: str, config_file: Path | None = None) -> lifecycle.StackSource:
     path = config_file or STACKS / f"Pulumi.{stack}.yaml"
-    return lifecycle.StackSource(load_stack_config(read_stack_file(path, "tpuplane")), "tpuplane", stack, path)
+    config = load_stack_config(read_stack_file(path, "tpuplane"), project_dir=REPO)
+    return lifecycle.StackSource(config, "tpuplane", stack, path, REPO)
 
 
 def processes_marked(directory: Path) -> list[int]:

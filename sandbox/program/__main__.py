@@ -1,0 +1,32 @@
+"""The sandbox's Pulumi program: the stack's Kubernetes half (`tpuplane.components.kubernetes_half`, the very
+composition `stacks/__main__.py` uses) on the sandbox's API server.
+
+GCP's half cannot exist here, so it is given as what it would have made: the nodes' service account by its email,
+the sidecar image by the reference its build pushes, a scratch bucket by name (used, never created or granted), and
+Kueue and JobSet as already installed (the sandbox runs them itself). Reservations are not looked up in Compute
+Engine. `tpuplane sandbox up` runs this program with the real Pulumi engine; the environment gives the stack
+project's folder (relative paths in the config start there) and the sandbox's kubeconfig.
+"""
+
+import os
+from pathlib import Path
+
+import pulumi_kubernetes as k8s
+
+from tpuplane.components.kubernetes_half import GcpSide, compose_kubernetes_half
+from tpuplane.components.stack_config import read_stack_config
+from tpuplane.infra.pathways.sidecar_image import sidecar_image_ref
+from tpuplane.infra.stack import node_service_account_email
+
+cfg = read_stack_config(Path(os.environ["TPUPLANE_PROJECT_DIR"]), look_up_reservations=False)
+provider = k8s.Provider("sandbox", kubeconfig=Path(os.environ["KUBECONFIG"]).read_text())
+build = cfg.sidecar
+sidecar_image = sidecar_image_ref(build.project, build.region, build.repository_id, build.image_name,
+                                  build.context_dir, build.base.ref, build.requirements_file) if build \
+    else cfg.pathways.sidecar_image if cfg.pathways else None
+compose_kubernetes_half(cfg, GcpSide(
+    provider=provider,
+    node_service_account=node_service_account_email(cfg.project, cfg.cluster.name),
+    sidecar_image=sidecar_image,
+    install_controllers=False,
+    existing_bucket=f"gs://{cfg.cluster.name}-sandbox-scratch"))
