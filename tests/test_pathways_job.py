@@ -106,7 +106,7 @@ def test_workers_one_job_per_slice_one_pod_per_vm_on_the_groups_pools():
         "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
     [container] = worker["containers"]
     assert container["args"][1] == "--resource_manager_address=$(PATHWAYS_HEAD):29001"
-    assert container["resources"]["limits"] == {"google.com/tpu": 4}
+    assert container["resources"]["limits"] == {"google.com/tpu": "4"}
     assert worker["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4"
     assert (worker["hostNetwork"], worker["restartPolicy"], worker["priorityClassName"]) == (True, "OnFailure",
                                                                                              "medium")

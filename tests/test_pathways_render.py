@@ -169,7 +169,7 @@ def test_workers_select_tolerate_and_claim_tpus_from_scheduling(spec, capacity):
 
 def test_v6e_single_host_workers_claim_all_eight_chips():
     resources = container(render(V6E_8), "pathways-worker", "pathways-worker")["resources"]
-    assert resources["limits"] == {"google.com/tpu": 8}
+    assert resources["limits"] == {"google.com/tpu": "8"}
 
 
 def test_tpu7x_multi_host_workers_select_the_workload_policy():

@@ -89,7 +89,7 @@ def test_jobset_pods_select_and_tolerate_the_pool(cfg):
                                    "node.kubernetes.io/instance-type": "ct6e-standard-4t",
                                    "tpuplane.dev/capacity": "spot"}
     assert pod["tolerations"] == [TPU_TOLERATION]
-    assert pod["containers"][0]["resources"]["limits"] == {"google.com/tpu": 4}
+    assert pod["containers"][0]["resources"]["limits"] == {"google.com/tpu": "4"}
     assert (pod["hostNetwork"], pod["dnsPolicy"], pod["priorityClassName"]) == (True, "ClusterFirstWithHostNet",
                                                                                "medium")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tpuplane.infra.fleet.capacity import QUEUED_LABEL, capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
+from tpuplane.infra.quantity import canonical_quantity
 
 TPU_RESOURCE = "google.com/tpu"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
@@ -97,9 +98,11 @@ def tpu_tolerations(capacity: str) -> list[dict[str, str]]:
     ]
 
 
-def tpu_resources(spec: TpuSpec) -> dict[str, dict[str, int]]:
-    """A TPU container asks for every chip of its VM: one pod per VM."""
-    return {"limits": {TPU_RESOURCE: spec.chips_per_vm}, "requests": {TPU_RESOURCE: spec.chips_per_vm}}
+def tpu_resources(spec: TpuSpec) -> dict[str, dict[str, str]]:
+    """A TPU container asks for every chip of its VM: one pod per VM. Written as the API server stores it: JobSet's
+    webhook rewrites `4` as "4", and a JobSet's spec is immutable, so anything else replaces it on every apply."""
+    chips = canonical_quantity(spec.chips_per_vm)
+    return {"limits": {TPU_RESOURCE: chips}, "requests": {TPU_RESOURCE: chips}}
 
 
 def slice_chips(spec: TpuSpec, slices: int) -> int:
