@@ -215,4 +215,15 @@ class TpuSlicePool(pulumi.ComponentResource):
     @property
     def kueue_pool(self) -> "KueuePoolArgs":
         """This group as `BatchStackArgs.pools` describes a pool group, so Kueue's quotas follow it."""
-        return KueuePoolArgs(**self._plan.config.kueue_pool.model_dump(mode="json", exclude_none=True))
+        return _kueue_pool_args(self._plan.config)
+
+    @staticmethod
+    def describe(name: str, args: TpuSlicePoolArgs) -> "KueuePoolArgs":
+        """The group these Args would make, as `BatchStackArgs.pools` describes it, creating nothing: for queues
+        on pools that already exist (made by other means, or by another stack). Checked as the component
+        checks them."""
+        return _kueue_pool_args(_read(name, args))
+
+
+def _kueue_pool_args(pool: SlicePoolSpec) -> "KueuePoolArgs":
+    return KueuePoolArgs(**pool.kueue_pool.model_dump(mode="json", exclude_none=True))

@@ -8,6 +8,9 @@ Terraform or Pulumi). Nothing here adopts a tpuplane stack config: each componen
     pulumi config set nodeServiceAccount ml-nodes@acme-ml.iam.gserviceaccount.com
     pulumi config set cpuPool system           # its CPU node pool: Kueue and JobSet run there
     pulumi up
+
+Set `createNodePools false` when the pools exist already (only the queues follow them), and `installControllers
+false` when Kueue and JobSet run there already.
 """
 
 import pulumi
@@ -24,17 +27,23 @@ cluster = dict(project=pulumi.Config("gcp").require("project"), cluster=config.r
                accelerator_network=config.get_bool("acceleratorNetwork") or False)
 
 # Two slice groups: one node pool per slice (train-0 ... train-3, serve-0, serve-1).
-train = TpuSlicePool("train", TpuSlicePoolArgs(**cluster, tpu_type="v6e-16", slices=4, capacity="spot"))
-serve = TpuSlicePool("serve", TpuSlicePoolArgs(**cluster, tpu_type="v6e-8", slices=2))
+groups = {"train": TpuSlicePoolArgs(**cluster, tpu_type="v6e-16", slices=4, capacity="spot"),
+          "serve": TpuSlicePoolArgs(**cluster, tpu_type="v6e-8", slices=2)}
+if config.get_bool("createNodePools") is False:
+    pools = [TpuSlicePool.describe(name, args) for name, args in groups.items()]
+else:
+    slice_pools = {name: TpuSlicePool(name, args) for name, args in groups.items()}
+    pools = [pool.kueue_pool for pool in slice_pools.values()]
+    for name, pool in slice_pools.items():
+        pulumi.export(f"{name}_node_pools", pool.node_pool_names)
 
 # Kueue and JobSet through the cluster's own kubeconfig context; quotas follow the two groups above.
 kubernetes = k8s.Provider("existing-cluster", context=config.get("kubeContext"))
 batch = BatchStack("batch", BatchStackArgs(
-    pools=[train.kueue_pool, serve.kueue_pool],
+    pools=pools,
     teams=[KueueTeamArgs(name="research", share=0.5), KueueTeamArgs(name="serving", share=0.5, priority="high")],
-    cpu_pool_name=config.require("cpuPool"), cpu_machine_type="n2-standard-16", cpu_max_nodes=3),
+    cpu_pool_name=config.require("cpuPool"), cpu_machine_type="n2-standard-16", cpu_max_nodes=3,
+    install_controllers=config.get_bool("installControllers") is not False),
     opts=pulumi.ResourceOptions(providers=[kubernetes]))
 
-pulumi.export("train_node_pools", train.node_pool_names)
-pulumi.export("serve_node_pools", serve.node_pool_names)
 pulumi.export("local_queues", batch.local_queues)
