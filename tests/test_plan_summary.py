@@ -90,7 +90,7 @@ def test_summary_lists_config_group_objects_by_kind_and_name():
                   "metadata": {"name": "urgent"}, "value": 900}]}}
     plan = parse_plan({"project": "p", "stack": "s", "resources": [group]})
 
-    assert summarize(plan.project, plan.stack, plan.resources).config_objects == (
+    assert summarize(plan).config_objects == (
         ("extras", "ConfigMap", "team/a"), ("extras", "WorkloadPriorityClass", "urgent"))
 
 

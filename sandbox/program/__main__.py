@@ -18,13 +18,18 @@ from tpuplane.components.stack_config import read_stack_config
 from tpuplane.infra.pathways.service import scratch_bucket_name
 from tpuplane.infra.pathways.sidecar_image import sidecar_image_ref
 from tpuplane.infra.stack import node_service_account_email
+from tpuplane.runtime.sidecar_wheel import WHEEL_FOLDER, build_runtime_wheel
 
 cfg = read_stack_config(Path(os.environ["TPUPLANE_PROJECT_DIR"]), look_up_reservations=False)
 provider = k8s.Provider("sandbox", kubeconfig=Path(os.environ["KUBECONFIG"]).read_text())
 build = cfg.sidecar
-sidecar_image = sidecar_image_ref(build.project, build.region, build.repository_id, build.image_name,
-                                  build.context_dir, build.base.ref, build.requirements_file) if build \
-    else cfg.pathways.sidecar_image if cfg.pathways else None
+if build is not None:  # the context as SidecarImage builds it: the runtime wheel goes in before the tag is hashed
+    build_runtime_wheel(build.context_dir / WHEEL_FOLDER)
+    sidecar_image = sidecar_image_ref(build.project, build.region, build.repository_id, build.image_name,
+                                      build.context_dir, build.base.ref, build.requirements_file,
+                                      build.base.jax_version)
+else:
+    sidecar_image = cfg.pathways.sidecar_image if cfg.pathways else None
 compose_kubernetes_half(cfg, GcpSide(
     provider=provider,
     node_service_account=node_service_account_email(cfg.project, cfg.cluster.name),
