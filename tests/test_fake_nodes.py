@@ -61,6 +61,14 @@ def test_a_host_of_unpublished_shape_offers_only_chips_and_pods(raw_config):
     assert set(status["allocatable"]) == {"google.com/tpu", "pods"}
 
 
+def test_a_workload_policy_pools_nodes_carry_the_policys_name(raw_config):
+    """tpu7x multi-host pools run under a workload policy; workloads select its name (tpu-on-gke.md §2)."""
+    raw_config["tpuplane:tpuPools"] = [{"name": "x", "tpuType": "tpu7x-16", "slices": 1, "capacity": "spot"}]
+    raw_config.pop("tpuplane:reservations")
+    node = nodes_of(raw_config)["x-0"][0]
+    assert node["metadata"]["labels"]["cloud.google.com/placement-policy-name"] == "fleet-x-wp"
+
+
 def test_queued_nodes_carry_gkes_queued_taint_and_label(raw_config):
     raw_config["tpuplane:tpuPools"] = [{"name": "q", "tpuType": "v6e-16", "slices": 1, "capacity": "queued"}]
     raw_config.pop("tpuplane:reservations")

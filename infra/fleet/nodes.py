@@ -19,7 +19,7 @@ from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.fleet.machines import MachineShape, gke_allocatable, machine_shape
 from tpuplane.infra.fleet.nodepools import SlicePoolPlan
-from tpuplane.infra.fleet.scheduling import NODEPOOL_LABEL, TPU_RESOURCE, tpu_node_labels
+from tpuplane.infra.fleet.scheduling import NODEPOOL_LABEL, PLACEMENT_POLICY_LABEL, TPU_RESOURCE, tpu_node_labels
 
 if TYPE_CHECKING:
     from tpuplane.infra.stack import StackConfig
@@ -56,6 +56,8 @@ def slice_pool_nodes(pool: SlicePoolPlan, spec: TpuSpec, capacity: str, zone: st
     the nodes a ProvisioningRequest or a pending slice brings up."""
     labels = {**tpu_node_labels(spec, capacity), **pool.labels, NODEPOOL_LABEL: pool.name,
               ACCELERATOR_COUNT_LABEL: str(spec.chips_per_vm)}
+    if pool.workload_policy is not None:  # GKE: workloads select a workload-policy pool by the policy's name
+        labels[PLACEMENT_POLICY_LABEL] = pool.workload_policy.name
     if pool.reservation_affinity and pool.reservation_affinity.values:  # a name, or a path ending in one
         labels[RESERVATION_LABEL] = pool.reservation_affinity.values[0].split("/reservations/")[-1].split("/")[0]
     taints = [{"key": t["key"], "value": t["value"], "effect": _EFFECTS.get(t["effect"], t["effect"])}
