@@ -113,7 +113,6 @@ def plan_command(
 ) -> None:
     """Print every resource the stack would create, offline, by running the real program under mocks."""
     # what renders and judges a plan loads here, not when the command line starts (`tpuplane catalog` stays fast)
-    from tpuplane.infra.redaction import redact_text
     from tpuplane.infra.review.cost import load_prices
     from tpuplane.infra.review.plan_report import render_plan, render_table
     from tpuplane.infra.review.policies import check_plan
@@ -126,7 +125,7 @@ def plan_command(
         price_table = load_prices(prices)
         raw_plan = make_plan(project, read_stack_file(path, project.name), stack_name)
     except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)  # redacted by Problem
         raise typer.Exit(EXIT_BAD_INPUT) from None
     plan = raw_plan.redacted()  # once, before any format renders; policies read the raw plan
 
@@ -148,7 +147,7 @@ def plan_command(
     if policy:
         violations = check_plan(raw_plan, production=production)
         for violation in violations:
-            err.print(f"[bold yellow]policy:[/] {escape(redact_text(str(violation)))}", highlight=False,
+            err.print(f"[bold yellow]policy:[/] {escape(str(violation))}", highlight=False,
                       soft_wrap=True)
         err.print(f"{len(violations)} policy violation(s)", highlight=False)
         if violations:

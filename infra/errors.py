@@ -23,10 +23,11 @@ class Problem:
     hint: str = ""
 
     def __str__(self) -> str:
-        """Never shows a secret: the given value is redacted by its key and by what it is."""
+        """Never shows a secret: the given value is redacted by its key and by what it is, and each part of the
+        message on its own (so a secret-named path does not hide the rest of the message)."""
         given = redact(self.given, re.split(r"[.:\[\]]", self.path.rstrip("]"))[-1].strip('"'))
-        text = f"{self.path}: got {_shown(given)}; allowed: {self.allowed}"
-        return redact_text(f"{text}. Hint: {self.hint}" if self.hint else text)
+        text = f"{redact_text(self.path)}: got {redact_text(_shown(given))}; allowed: {redact_text(self.allowed)}"
+        return f"{text}. Hint: {redact_text(self.hint)}" if self.hint else text
 
 
     @property

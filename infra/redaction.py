@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 # How the Pulumi engine marks a secret value: `{SIG: "1b47061264138c4ac30d75fd1eb44270", "value": ...}`.
@@ -24,13 +24,14 @@ PULUMI_SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
 MASK = "***"
 
-_SECRET_WORDS = r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|private[_-]?key|credentials?|auth[_-]?key"
+_SECRET_WORDS = r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|private[_-]?key|credentials?|auth[_-]?key|bearer"
 SECRET_KEY = re.compile(_SECRET_WORDS, re.IGNORECASE)
 # Keys that name or point at a secret rather than hold one: secretName, secretRef, secret_uri, tokenFile...
 _SECRET_REFERENCE_KEY = re.compile(
     r"(name|names|ref|refs|uri|url|path|file|id|version|ttl|seconds|expiration|audience|type|mode)$", re.IGNORECASE)
 # Keys whose value is a secret whatever it looks like (docker configs, HTTP auth headers).
-_SECRET_EXACT_KEYS = frozenset({".dockerconfigjson", ".dockercfg", "auth", "authorization", "x-api-key"})
+_SECRET_EXACT_KEYS = frozenset({".dockerconfigjson", ".dockercfg", "auth", "authorization", "proxy-authorization",
+                                "x-api-key"})
 
 _PEM_PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -47,16 +48,30 @@ _TOKEN = re.compile(
     r"|npm_[A-Za-z0-9]{30,}|hf_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{40,}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r")")
-# The userinfo of a URL: everything up to the LAST `@` of the authority (a password may hold `@`).
-_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")
+# The userinfo of a URL: everything up to the LAST `@` of the authority (a password may hold `@`); with a scheme,
+# protocol-relative (`//user:pw@host`), or bare before a host name (`user:pw@host.example`, as pip and git take it).
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://|(?<![:/])//)(?P<userinfo>[^/?#\s]*)@")
+_BARE_USERINFO = re.compile(
+    r"(?<![^\s\"'=(\[,<])(?P<userinfo>[A-Za-z0-9._~%!$&*+-]+:[^\s/?#@\"']+)@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
 _CREDENTIAL_PARAM = re.compile(
     r"(?P<name>[?&;](?:[A-Za-z0-9_.-]*(?:token|secret|password|passwd|signature|credential|api[_-]?key|apikey)"
     r"[A-Za-z0-9_.-]*|key|sig|auth|code)=)(?P<value>[^&#\s\"']+)", re.IGNORECASE)
-# `--password=x`, `--password x`, `DB_PASSWORD=x`, `token: x`, `"password": "x"`: a secret-named key, then a value.
-# The value is a lookahead, so scanning goes on inside it (`a=--password=x` still finds the password).
+# A secret-named key, then its value: `--password=x`, `--password x`, `DB_PASSWORD=x`, `token: x`, `"password": "x"`,
+# `'passphrase': 'a b c'`, `Authorization: Bearer x`. Only the key and separator are matched, so scanning goes on
+# inside a value (`a=--password=x` still finds the password); `_value_end` decides where the value ends.
 _ASSIGNMENT = re.compile(
-    r"(?P<key>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>\"?[ \t]*[=:][ \t]*\"?|[ \t]+)"
-    r"(?=(?P<value>[^\s\"',;&]+))")
+    r"(?P<open>[\"']?)(?P<key>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P<close>[\"']?)"
+    r"(?P<sep>[ \t]*[=:][ \t]*|[ \t]+)")
+# The credentials of an HTTP auth scheme wherever they stand (`curl --header "Bearer x"`); `Basic` only before
+# something encoded (a word of lowercase letters after it is prose).
+_AUTH_SCHEME = re.compile(r"(?P<scheme>(?<![A-Za-z0-9])(?:[Bb]earer|BEARER)[ \t]+)(?P<value>[^\s\"',;]+)"
+                          r"|(?P<basic>(?<![A-Za-z0-9])(?:[Bb]asic|BASIC)[ \t]+)(?P<encoded>(?![a-z]+\b)[A-Za-z0-9+/]{8,}=*)")
+# A container env entry written out as text (a dict's repr, JSON): `'name': 'DB_PASSWORD', 'value': 'x'`.
+_ENV_ENTRY = re.compile(
+    r"""(?P<head>(?P<q>["']?)(?:name|key)(?P=q)[ \t]*[:=][ \t]*["']?(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)["']?"""
+    r"""[ \t]*[,\n][ \t]*(?P<vq>["']?)value(?P=vq)[ \t]*(?P<vsep>[:=])[ \t]*)""")
+_WORD = re.compile(r"[^\s\"',;&}\]]*")
+_ALREADY_MASKED = (MASK, REDACTED, f'"{REDACTED}"', f"'{REDACTED}'", f'"{MASK}"', f"'{MASK}'")
 
 
 def is_secret_key(key: str) -> bool:
@@ -90,16 +105,50 @@ def _mask_userinfo(match: re.Match[str]) -> str:
     return match[0] if match["userinfo"] == "git" else f"{match['scheme']}{MASK}@"
 
 
+def _value_end(text: str, start: int, *, opened: str = "", to_line_end: bool = False) -> int:
+    """Where the value that starts at `start` ends: at its closing quote when quoted (or when the key opened a
+    quote: `"Authorization: Bearer x"`), at the end of the line after `key:` (a header, a YAML line: the value may
+    be several words), else at the end of the word (`KEY=x`, `--flag x`, a JSON value after `"key": `)."""
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end == -1 else line_end
+    if start < len(text) and text[start] in "\"'":
+        close = text.find(text[start], start + 1, line_end)
+        return line_end if close == -1 else close + 1
+    if opened:
+        close = text.find(opened, start, line_end)
+        return line_end if close == -1 else close
+    if to_line_end:
+        return line_end
+    return _WORD.match(text, start).end()  # type: ignore[union-attr]  # matches the empty string at worst
+
+
+def _secret_spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of every value after a secret-named key (`KEY=`, `KEY:`, or a `--flag` and a space), of every
+    auth scheme's credentials and of every secret env entry's value."""
+    for match in _ASSIGNMENT.finditer(text):
+        key, sep = match["key"], match["sep"]
+        if not is_secret_key(key) or (sep.isspace() and not key.startswith("-")):
+            continue
+        bare_key = not match["close"]  # `"password": x` is a JSON key: its value is one JSON value
+        yield match.end(), _value_end(text, match.end(), opened=match["open"] if bare_key else "",
+                                      to_line_end=":" in sep and bare_key)
+    for match in _AUTH_SCHEME.finditer(text):
+        yield match.span("value") if match["value"] else match.span("encoded")
+    for match in _ENV_ENTRY.finditer(text):
+        if is_secret_key(match["name"]):
+            yield match.end(), _value_end(text, match.end(), to_line_end=match["vsep"] == ":" and not match["vq"])
+
+
 def _mask_assignments(text: str) -> str:
-    """The value after every secret-named key (`KEY=`, `KEY:`, or a `--flag` followed by a space) masked."""
-    spans = [match.span("value") for match in _ASSIGNMENT.finditer(text)
-             if is_secret_key(match["key"]) and (not match["sep"].isspace() or match["key"].startswith("-"))
-             and match["value"] != MASK]
+    """Every secret value in free text masked whole; overlapping finds merge, masks already there stay."""
     out, last = [], 0
-    for start, end in spans:
-        if start >= last:
-            out += [text[last:start], MASK]
-            last = end
+    for start, end in sorted(_secret_spans(text)):
+        start = max(start, last)
+        if end <= start or text[start:end].strip() in _ALREADY_MASKED:
+            continue
+        quoted = text[start] in "\"'" and end - start >= 2 and text[end - 1] == text[start]
+        out += [text[last:start], f"{text[start]}{MASK}{text[start]}" if quoted else MASK]
+        last = end
     return "".join([*out, text[last:]])
 
 
@@ -109,6 +158,7 @@ def redact_text(text: str) -> str:
         return text
     text = _PEM_PRIVATE_KEY.sub(MASK, text)
     text = _USERINFO.sub(_mask_userinfo, text)
+    text = _BARE_USERINFO.sub(f"{MASK}@", text)
     text = _CREDENTIAL_PARAM.sub(lambda m: f"{m['name']}{MASK}", text)
     text = _TOKEN.sub(MASK, text)
     return _mask_assignments(text)

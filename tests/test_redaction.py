@@ -117,12 +117,29 @@ def test_diff_same_secret_is_no_change():
     ("--password=SECRETPART --user bob", "--password=*** --user bob"),
     ("AWS_SECRET_ACCESS_KEY=SECRETPART", "AWS_SECRET_ACCESS_KEY=***"),
     ("token: SECRETPART", "token: ***"),
+    # header schemes: the scheme and its credentials go together
+    ("Authorization: Bearer SECRETPART", "Authorization: ***"),
+    ('curl -H "Authorization: Basic SECRETPART" https://host', 'curl -H "Authorization: ***" https://host'),
+    ("curl -H 'Proxy-Authorization: token SECRETPART' x", "curl -H 'Proxy-Authorization: ***' x"),
+    ("--header=Bearer SECRETPART next", "--header=Bearer *** next"),
+    ("Basic U0VDUkVUUEFSVDpwYXNz", "Basic ***"),
+    # multi-word values: to the end of the line, or to the closing quote
+    ("passphrase: SECRET PART here\nnext: 1", "passphrase: ***\nnext: 1"),
+    ("{'passphrase': 'SECRET PART', 'user': 'bob'}", "{'passphrase': '***', 'user': 'bob'}"),
+    ('password="SECRET PART" user=bob', 'password="***" user=bob'),
+    # URL userinfo everywhere: protocol-relative, bare before a host name
+    ("//user:SECRETPART@host.example/simple", "//***@host.example/simple"),
+    ("--index-url user:SECRETPART@pypi.example.com/simple", "--index-url ***@pypi.example.com/simple"),
+    # a secret env entry written out as text (a dict's repr, JSON, YAML)
+    ("{'name': 'DB_PASSWORD', 'value': 'SECRET PART'}", "{'name': 'DB_PASSWORD', 'value': '***'}"),
+    ("- name: API_TOKEN\n  value: SECRET PART\n- name: A", "- name: API_TOKEN\n  value: ***\n- name: A"),
 ])
 def test_redact_text_masks_only_the_secret_part(text, shown):
     assert redact_text(text) == shown
 
 
 @pytest.mark.parametrize("text", ["secretName: db-creds", "--token-file=/var/run/token", "numpy<2",
+                                  "Basic authentication is off", "img:1@sha256:0a1b", "git@github.com:org/repo",
                                   "ssh://git@github.com/org/repo", "us-east5-b", "ct6e-standard-4t"])
 def test_redact_text_leaves_references_and_plain_values(text):
     assert redact_text(text) == text
@@ -136,6 +153,12 @@ def test_redact_secret_named_key_hides_whole_value():
 def test_config_error_never_shows_secret_value():
     message = str(ConfigError.at("tpuplane:db.password", "SECRETPART", "a string"))
     assert "SECRETPART" not in message
+
+
+def test_config_error_at_a_secret_named_path_still_says_what_is_allowed():
+    message = str(ConfigError.at("tpuplane:db.password", "SECRET PART", "a string", "set it with --secret"))
+
+    assert message == "tpuplane:db.password: got '[secret]'; allowed: a string. Hint: set it with --secret"
 
 
 def test_policy_messages_name_token_in_resource_name_without_showing_it():

@@ -37,7 +37,7 @@ class Violation:
     message: str
 
     def __str__(self) -> str:
-        return redact_text(f"[{self.policy}] {self.resource.rsplit('::', 1)[-1]}: {self.message}")
+        return f"[{self.policy}] {redact_text(self.resource.rsplit('::', 1)[-1])}: {redact_text(self.message)}"
 
 
 ResourceCheck = Callable[[str, Mapping[str, Any], str], list[Violation]]
