@@ -1,12 +1,15 @@
 # Two entry points, each sets up what it needs on first use (Python >= 3.11, pip, make).
 #   make plan   - the offline plan of the dev stack (no credentials, no Pulumi CLI)
-#   make test   - the test suite (also installs Debian's Chromium for the HTML report test, when run as root)
+#   make test   - the test suite (also installs Debian's Chromium for the HTML report test, when run as root, and
+#                 Mermaid from npm for the test that PR comments' diagrams parse)
 VENV   ?= .venv
 PYTHON ?= python3
 STACK  ?= dev
 BIN    := $(VENV)/bin
 
-.PHONY: plan test bench setup browser
+MERMAID := tests/mermaid/node_modules/mermaid/dist/mermaid.min.js
+
+.PHONY: plan test bench setup browser mermaid
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -22,10 +25,18 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium not found: install Debian's chromium package to run the HTML report test"; fi; }
 
+# Mermaid's own parser checks the diagrams of plan and diff PR comments, in the same Chromium: the version pinned in
+# tests/mermaid/package-lock.json, installed there by npm (skipped with a note when npm is missing).
+mermaid: $(MERMAID)
+
+$(MERMAID): tests/mermaid/package.json tests/mermaid/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/mermaid --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: install Debian's npm to run the Mermaid diagram test"; fi
+
 plan: $(VENV)/.installed
 	$(BIN)/tpuplane plan --stack $(STACK)
 
-test: $(VENV)/.installed browser
+test: $(VENV)/.installed browser mermaid
 	$(BIN)/pytest -q -n 2
 
 bench: $(VENV)/.installed

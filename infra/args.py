@@ -160,7 +160,7 @@ def _unknown_key(source: Source, key: str, value: object, keys: Mapping[str, str
 
 
 def unknown_field(path: str, key: str, value: object, fields: Iterable[str]) -> Problem:
-    return Problem(f"{path}.{key}", value, f"one of {', '.join(sorted(fields))}", "check the spelling of the field")
+    return Problem(_join(path, key), value, f"one of {', '.join(sorted(fields))}", "check the spelling of the field")
 
 
 def validation_problems(exc: ValidationError, source: Source, unread: Iterable[str] = ()) -> list[Problem]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.cost import cost_delta, fleet_cost, load_prices, money
+from tpuplane.infra.review.cost import cost_delta, fleet_cost, load_prices, money, total, unpriced_note
 from tpuplane.infra.review.plan import parse_plan
 from tpuplane.infra.review.summary import summarize
 
@@ -59,12 +59,46 @@ def test_an_override_with_a_bad_rate_names_the_field(prices_file):
         load_prices(prices_file("chip_hour: {v6e: {spot: cheap}}\n"))
 
 
+@pytest.mark.parametrize("text, path, allowed", [
+    ("chip_hour: {v7: {spot: 1.0}}\n", "chip_hour.v7", "a TPU generation"),
+    ("chip_hour: {v6e: {reserved: 1.0}}\n", "chip_hour.v6e.reserved", "a capacity mode"),
+    ("chip_hour: {v6e: {spot: -1}}\n", "chip_hour.v6e.spot", "greater than or equal to 0"),
+    ("chip_hour: {v6e: {spot: true}}\n", "chip_hour.v6e.spot", ""),
+    ("chip_hour: [1]\n", "chip_hour", ""),
+    ("hours_per_month: 0\n", "hours_per_month", "greater than 0"),
+    ("currency: dollars\n", "currency", "pattern"),
+    ("rates: {v6e: {spot: 1.0}}\n", "rates", ""),
+])
+def test_a_price_file_names_every_key_it_cannot_price_by(prices_file, text, path, allowed):
+    """A generation or mode a pool never has (a typo) would price nothing, silently: it is refused."""
+    with pytest.raises(ConfigError) as raised:
+        load_prices(prices_file(text))
+
+    [problem] = raised.value.problems
+    assert problem.path.endswith(f"prices.yaml: {path}") and allowed in problem.allowed
+
+
+def test_a_price_files_source_never_shows_its_credentials(prices_file):
+    prices = load_prices(prices_file("source: https://user:SECRETPART@prices.example.com/tpu\n"))
+
+    assert "SECRETPART" not in prices.note and "prices.example.com" in prices.note
+
+
 def test_a_generation_without_a_price_costs_no_price_not_zero(prices_file):
     summary = _summary(node_pool("big-0", machine_type="tpu7x-standard-4t", topology="2x2x4"))
 
     (line,) = fleet_cost(summary, load_prices())
 
     assert line.monthly is None and money(line.monthly) == "no price"
+
+
+def test_the_total_says_which_chips_it_could_not_price():
+    summary = _summary(node_pool("big-0", machine_type="tpu7x-standard-4t", topology="2x2x4"), node_pool("train-0"))
+
+    lines = fleet_cost(summary, load_prices())
+
+    assert total(lines) == next(line.monthly for line in lines if line.generation == "v6e")
+    assert unpriced_note(lines) == "not counting 16 tpu7x spot chips (no price)"
 
 
 def test_cost_delta_counts_what_head_adds_and_removes_per_mode():

@@ -55,8 +55,9 @@ def test_diff_markdown_prices_the_added_chips_per_generation_and_mode(grown):
 
     out = report(*grown, "markdown")
 
-    assert f"| v6e | on-demand | +16 | +11,680 | +${monthly:,.0f} |" in out
-    assert f"**Estimated TPU cost change: +${monthly:,.0f}/month.**" in out
+    # `$` is escaped: GitHub reads two dollar amounts on a line as math
+    assert f"| v6e | on-demand | +16 | +11,680 | +\\${monthly:,.0f} |" in out
+    assert f"**Estimated TPU cost change: +\\${monthly:,.0f}/month.**" in out
     assert f"list prices of {prices.date}" in out
 
 
@@ -100,4 +101,4 @@ def test_diff_command_prices_with_a_stack_price_file(grown, tmp_path: Path):
     result = CliRunner().invoke(app, ["diff", *map(str, paths), "--prices", str(prices)])
 
     assert result.exit_code == 1
-    assert "+$11,680/month" in result.stdout and "list prices of 2031-01-01" in result.stdout
+    assert "+\\$11,680/month" in result.stdout and "list prices of 2031-01-01" in result.stdout

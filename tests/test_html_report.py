@@ -31,10 +31,12 @@ def page(tmp_path_factory) -> Path:
     return path
 
 
-def browse(path: Path, tmp_path: Path, fragment: str = "") -> tuple[str, str]:
-    """(DOM after scripts ran, browser log) of `path` opened in headless Chromium without network access."""
+def browse(path: Path, tmp_path: Path, fragment: str = "", width: int = 1280) -> tuple[str, str]:
+    """(DOM after scripts ran, browser log) of `path` opened in headless Chromium without network access, in a
+    window `width` pixels wide."""
     proc = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         f"--window-size={width},900",
          "--no-first-run", "--disable-extensions", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
          "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",  # any network request would fail
          "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000", "--dump-dom",
@@ -107,3 +109,30 @@ def test_html_report_filters_resources_from_the_url_fragment(page, tmp_path):
     assert [row["data-type"] for row in rows if "hidden" not in row] == ["NodePool", "NodePool"]
     assert len(rows) == 32
     assert '<span id="shown">2</span>' in dom
+
+
+@needs_chromium
+def test_html_report_filter_takes_a_fragment_that_is_not_valid_percent_encoding_as_it_is(page, tmp_path):
+    dom, log = browse(page, tmp_path, "#%E0%A4%A")
+
+    assert console_messages(log) == []
+    assert '<span id="shown">0</span>' in dom
+
+
+# Appended to a copy of the report: lists the type names the layout wraps (an inline element on two lines has two
+# client rectangles), in the body's data-wrapped attribute.
+_WRAPPED_TYPES = """<script>
+document.body.dataset.wrapped = Array.from(document.querySelectorAll('#resources td:nth-child(2) code'))
+  .filter(function (code) { return code.getClientRects().length > 1; })
+  .map(function (code) { return code.textContent; }).join(',') || 'none';
+</script>"""
+
+
+@needs_chromium
+def test_html_report_never_breaks_a_type_name_in_a_narrow_window(page, tmp_path):
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", _WRAPPED_TYPES + "</body>"))
+
+    dom, _ = browse(probe, tmp_path, width=480)
+
+    assert 'data-wrapped="none"' in dom

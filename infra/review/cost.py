@@ -8,18 +8,76 @@ and names the table's date and source: prices change, discounts are negotiated, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, ValidationError
 
-from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.args import Source, validation_problems
+from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.fleet.catalog import GENERATIONS
+from tpuplane.infra.redaction import redact_text
 from tpuplane.infra.yaml_input import read_yaml_file
-from tpuplane.infra.review.summary import FleetSummary
+from tpuplane.infra.review.summary import CAPACITY_MODES, FleetSummary
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
+_GENERATION_NAMES = tuple(g.generation for g in GENERATIONS)
+
+
+def _number(value: object) -> object:
+    """A number as YAML writes one: never `true` or `'2.70'`, and finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("a number")
+    if not math.isfinite(value):
+        raise ValueError("a finite number")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+
+
+class PriceFile(BaseModel):
+    """A price file as written: every key optional (a file overrides the shipped table key by key), strictly
+    typed, no other key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    date: StrictStr | None = None
+    source: StrictStr | None = None
+    currency: StrictStr | None = Field(None, pattern=r"^[A-Z]{3}$")
+    hours_per_month: Annotated[Number, Field(gt=0, le=744)] | None = None
+    chip_hour: dict[StrictStr, dict[StrictStr, Annotated[Number, Field(ge=0)]]] = {}
+
+
+_PRICE_HINT = f"see {DEFAULT_PRICES.name} in tpuplane.infra.review: chip_hour: {{v6e: {{spot: 0.81}}}}"
+
+
+def _read_price_file(doc: object, origin: str) -> PriceFile:
+    """`doc` read as a price file; one ConfigError names every bad key, including generations the catalog does
+    not know and capacity modes a pool cannot have (a typo would price nothing, silently)."""
+    source = Source.args(f"{origin}:", PriceFile)  # the file's own spelling: snake_case keys
+    if not isinstance(doc, Mapping):
+        raise ConfigError.at(origin, type(doc).__name__, "a mapping with date, source and chip_hour", _PRICE_HINT)
+    try:
+        prices = PriceFile.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError([Problem(p.path, p.given, p.allowed, p.hint or _PRICE_HINT)
+                           for p in validation_problems(exc, source)]) from None
+    problems = []
+    for generation, modes in prices.chip_hour.items():
+        if generation not in _GENERATION_NAMES:
+            problems.append(Problem(source.path("chip_hour", generation), generation,
+                                    f"a TPU generation: one of {', '.join(_GENERATION_NAMES)}", _PRICE_HINT))
+        problems += [Problem(source.path("chip_hour", generation, mode), mode,
+                             f"a capacity mode: one of {', '.join(CAPACITY_MODES)}", _PRICE_HINT)
+                     for mode in modes if mode not in CAPACITY_MODES]
+    if problems:
+        raise ConfigError(problems)
+    return prices
 
 
 @dataclass(frozen=True)
@@ -40,34 +98,20 @@ class PriceTable:
                 "not a quote.")
 
 
-def _table(doc: Any, origin: str) -> dict[str, Any]:
-    if not isinstance(doc, Mapping):
-        raise ConfigError.at(origin, type(doc).__name__, "a mapping with date, source and chip_hour",
-                             f"see {DEFAULT_PRICES.name} in tpuplane.infra.review")
-    rates = doc.get("chip_hour", {})
-    if not isinstance(rates, Mapping) or not all(isinstance(m, Mapping) for m in rates.values()):
-        raise ConfigError.at(f"{origin}: chip_hour", rates, "generation -> capacity mode -> USD per chip-hour",
-                             "e.g. chip_hour: {v6e: {spot: 0.81}}")
-    for generation, modes in rates.items():
-        for mode, value in modes.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ConfigError.at(f"{origin}: chip_hour.{generation}.{mode}", value,
-                                     "a non-negative number (USD per chip-hour)", "e.g. 2.70")
-    return dict(doc)
-
-
 def load_prices(override: Path | None = None) -> PriceTable:
-    """The shipped table, with `override`'s date, source and rates merged over it."""
-    base = _table(yaml.safe_load(DEFAULT_PRICES.read_text()), str(DEFAULT_PRICES))
-    rates = {g: dict(m) for g, m in base["chip_hour"].items()}
+    """The shipped table, with `override`'s date, source and rates merged over it. A source URL's credentials
+    never reach a report."""
+    base = _read_price_file(yaml.safe_load(DEFAULT_PRICES.read_text()), str(DEFAULT_PRICES))
+    rates = {g: dict(m) for g, m in base.chip_hour.items()}
     if override is not None:
         # strict and bounded like every input file: no repeated keys, no .inf/.nan rates
-        extra = _table(read_yaml_file(override, f"--prices {override}", "YAML price table"), f"--prices {override}")
-        for generation, modes in extra.get("chip_hour", {}).items():
-            rates.setdefault(str(generation), {}).update({str(k): float(v) for k, v in modes.items()})
-        base.update({k: v for k, v in extra.items() if k in ("date", "source", "currency", "hours_per_month")})
-    return PriceTable(str(base.get("date", "?")), str(base.get("source", "?")), str(base.get("currency", "USD")),
-                      float(base.get("hours_per_month", 730)), rates)
+        origin = f"--prices {override}"
+        extra = _read_price_file(read_yaml_file(override, origin, "YAML price table"), origin)
+        for generation, modes in extra.chip_hour.items():
+            rates.setdefault(generation, {}).update({mode: float(rate) for mode, rate in modes.items()})
+        base = base.model_copy(update=extra.model_dump(exclude_none=True, exclude={"chip_hour"}))
+    return PriceTable(base.date or "?", redact_text(base.source or "?"), base.currency or "USD",
+                      float(base.hours_per_month or 730), rates)
 
 
 @dataclass(frozen=True)
@@ -100,7 +144,16 @@ def _line(generation: str, mode: str, chips: int, prices: PriceTable) -> CostLin
 
 
 def total(lines: tuple[CostLine, ...]) -> float:
+    """What the priced lines add up to; `cost_note` says which chips it leaves out."""
     return round(sum(line.monthly or 0.0 for line in lines), 2)
+
+
+def unpriced_note(lines: tuple[CostLine, ...]) -> str:
+    """What `total` could not count, "" when every chip has a price: `not counting 64 tpu7x on-demand chips (no
+    price)`."""
+    unpriced = [f"{abs(line.chips)} {line.generation} {line.capacity} chip{'' if abs(line.chips) == 1 else 's'}"
+                for line in lines if line.monthly is None]
+    return f"not counting {', '.join(unpriced)} (no price)" if unpriced else ""
 
 
 def money(value: float | None, currency: str = "USD", signed: bool = False) -> str:

@@ -8,14 +8,15 @@ redacted by the diff.
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
 from tpuplane.infra.review.report_format import ReportFormat
-from tpuplane.infra.review.impact import DiffContext, cost_json, cost_markdown, cost_text, fleet_markdown, key_text
+from tpuplane.infra.review.impact import DiffContext, cost_json, cost_markdown, cost_text, fleet_markdown
+from tpuplane.infra.review.markup import html_text, md_code, md_text, visible
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
-from tpuplane.infra.review.summary import short_type
+from tpuplane.infra.review.summary import key_text, short_type
+from tpuplane.infra.review.summary_markdown import table
 
 
 _SYMBOL = {Action.CREATE: "+", Action.UPDATE: "~", Action.REPLACE: "+-", Action.DELETE: "-"}
@@ -47,63 +48,47 @@ def _stacks(diff: PlanDiff) -> str:
 # markdown
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _code(text: str) -> str:
-    return f"`{_cell(text).replace('`', chr(39))}`"
-
-
 def _md_impact(impacts: tuple[TpuImpact, ...]) -> list[str]:
     if not impacts:
         return ["No TPU slice is added, removed or recreated."]
-    lines = ["| TPU generation | " + " | ".join(title for _, title in _IMPACT_COLUMNS) + " |",
-             "|---|" + "---:|" * len(_IMPACT_COLUMNS)]
-    for row in impacts:
-        lines.append(f"| {row.generation} | " + " | ".join(str(getattr(row, f)) for f, _ in _IMPACT_COLUMNS) + " |")
-    return lines
+    return table(("TPU generation", *(title for _, title in _IMPACT_COLUMNS)),
+                 [(md_text(row.generation), *(str(getattr(row, f)) for f, _ in _IMPACT_COLUMNS)) for row in impacts],
+                 right=len(_IMPACT_COLUMNS))
 
 
 def _md_resources(changes: tuple[ResourceChange, ...], context: DiffContext | None = None) -> list[str]:
     """Changed resources show their changed paths; created and deleted ones their key properties."""
-    lines = ["| | Resource | Type | Properties |", "|---|---|---|---|"]
+    rows = []
     for c in changes:
         action = f"**{c.action.value}**" if c.action in (Action.REPLACE, Action.DELETE) else c.action.value
-        paths = ", ".join(_code(p.path) for p in c.properties) or _cell(
+        paths = ", ".join(md_code(p.path, cell=True) for p in c.properties) or md_text(
             key_text(context.key_properties(c)) if context else "")
-        lines.append(f"| {_code(_SYMBOL[c.action])} {action} | {_code(c.name)} | {_code(short_type(c.type))} "
-                     f"| {paths} |")
-    return lines
+        rows.append((f"{md_code(_SYMBOL[c.action], cell=True)} {action}", md_code(c.name, cell=True),
+                     md_code(short_type(c.type), cell=True), paths))
+    return table(("", "Resource", "Type", "Properties"), rows)
 
 
 def _md_details(change: ResourceChange) -> list[str]:
-    lines = [
-        "<details>",
-        f"<summary>{_SYMBOL[change.action]} {change.action.value} <code>{html.escape(change.name)}</code> "
-        f"({short_type(change.type)}): {len(change.properties)} propert"
-        f"{'y' if len(change.properties) == 1 else 'ies'}</summary>",
-        "",
-        f"URN: {_code(change.urn)}",
-        "",
-        "| | Property | Before | After | Forces replacement |",
-        "|---|---|---|---|---|",
-    ]
-    for p in change.properties:
-        before = "" if p.kind == "add" else _code(_value(p.before))
-        after = "" if p.kind == "remove" else _code(_value(p.after))
-        lines.append(f"| {_PROPERTY_SYMBOL[p.kind]} | {_code(p.path)} | {before} | {after} | {_cell(p.replaces)} |")
-    return [*lines, "", "</details>"]
+    count = f"{len(change.properties)} propert{'y' if len(change.properties) == 1 else 'ies'}"
+    rows = [(_PROPERTY_SYMBOL[p.kind], md_code(p.path, cell=True),
+             "" if p.kind == "add" else md_code(_value(p.before), cell=True),
+             "" if p.kind == "remove" else md_code(_value(p.after), cell=True), md_text(p.replaces))
+            for p in change.properties]
+    return ["<details>",
+            f"<summary>{_SYMBOL[change.action]} {change.action.value} <code>{html_text(change.name)}</code> "
+            f"({html_text(short_type(change.type))}): {count}</summary>",
+            "", f"URN: {md_code(change.urn)}", "",
+            *table(("", "Property", "Before", "After", "Forces replacement"), rows), "", "</details>"]
 
 
 def render_markdown(diff: PlanDiff, context: DiffContext | None = None) -> str:
-    lines = [f"### tpuplane diff: {_code(_stacks(diff))}", ""]
+    lines = [f"### tpuplane diff: {md_code(_stacks(diff))}", ""]
     if not diff.has_changes:
         return "\n".join([*lines, "No changes."]) + "\n"
     lines += [f"**{_summary_line(diff)}.**", ""]
     replaced = [c for c in diff.changes if c.action is Action.REPLACE]
     if replaced:
-        names = ", ".join(f"{_code(c.name)} ({short_type(c.type)})" for c in replaced)
+        names = ", ".join(f"{md_code(c.name)} ({md_text(short_type(c.type))})" for c in replaced)
         lines += ["> [!WARNING]", f"> {len(replaced)} resource{'s' if len(replaced) != 1 else ''} will be "
                   f"replaced: {names}. A replaced TPU node pool is a slice torn down and provisioned again.", ""]
     lines += ["#### TPU impact", "", *_md_impact(diff.tpu_impact), ""]
@@ -123,29 +108,31 @@ def render_markdown(diff: PlanDiff, context: DiffContext | None = None) -> str:
 
 
 def _text_property(p: PropertyChange) -> str:
+    path = visible(p.path)
     if p.kind == "add":
-        line = f"      + {p.path}: {_value(p.after)}"
+        line = f"      + {path}: {_value(p.after)}"
     elif p.kind == "remove":
-        line = f"      - {p.path}: {_value(p.before)}"
+        line = f"      - {path}: {_value(p.before)}"
     else:
-        line = f"      ~ {p.path}: {_value(p.before)} => {_value(p.after)}"
+        line = f"      ~ {path}: {_value(p.before)} => {_value(p.after)}"
     return f"{line}  [forces replacement: {p.replaces}]" if p.replaces else line
 
 
 def render_text(diff: PlanDiff, context: DiffContext | None = None) -> str:
-    lines = [f"tpuplane diff {_stacks(diff)}"]
+    """One line per resource and per changed property, every value on its own line (`visible`)."""
+    lines = [f"tpuplane diff {visible(_stacks(diff))}"]
     if not diff.has_changes:
         return "\n".join([*lines, "No changes."]) + "\n"
     for c in diff.changes:
-        lines.append(f"  {_SYMBOL[c.action]:<2} {short_type(c.type)} {c.name} ({c.action.value})")
+        lines.append(f"  {_SYMBOL[c.action]:<2} {visible(short_type(c.type))} {visible(c.name)} ({c.action.value})")
         lines += [_text_property(p) for p in c.properties]
         if context and context.key_properties(c):
-            lines.append(f"      {key_text(context.key_properties(c))}")
+            lines.append(f"      {visible(key_text(context.key_properties(c)))}")
     lines.append("TPU impact:")
     if not diff.tpu_impact:
         lines.append("  none")
     for row in diff.tpu_impact:
-        lines.append(f"  {row.generation}: slices +{row.slices_added} -{row.slices_removed} "
+        lines.append(f"  {visible(row.generation)}: slices +{row.slices_added} -{row.slices_removed} "
                      f"recreated {row.slices_recreated}; chips +{row.chips_added} -{row.chips_removed} "
                      f"recreated {row.chips_recreated}")
     if context:

@@ -10,14 +10,14 @@ Pure and deterministic: a summary and resources in, one HTML string out.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Sequence
 
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total
+from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total, unpriced_note
+from tpuplane.infra.review.markup import html_text as _e
 from tpuplane.infra.review.plan import Plan, PlannedResource
-from tpuplane.infra.review.summary import FleetSummary, key_properties, short_type, summarize, urn_name
+from tpuplane.infra.review.summary import FleetSummary, key_properties, key_text, short_type, summarize, urn_name
 
 CAPACITY_COLOURS = {"reservation": "#2e7d32", "on-demand": "#1565c0", "flex-start": "#8e24aa",
                     "queued": "#6a1b9a", "spot": "#ef6c00"}
@@ -39,7 +39,8 @@ h1 { font-size: 1.5em; margin-bottom: 4px; } h2 { font-size: 1.15em; margin-top:
 table { border-collapse: collapse; width: 100%; font-size: 0.9em; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid #d8dee4; vertical-align: top; }
 th { background: #f6f8fa; } td.num, th.num { text-align: right; }
-code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.9em; overflow-wrap: anywhere; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.9em; overflow-wrap: break-word; }
+td.type code { white-space: nowrap; }
 .legend span { display: inline-block; margin-right: 14px; font-size: 0.85em; }
 .legend i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 4px;
   vertical-align: -1px; }
@@ -65,14 +66,12 @@ _JS = """
   }
   input.addEventListener('input', apply);
   // fleet.html#NodePool opens with the list filtered: a link can point at what a reviewer should look at.
-  input.value = decodeURIComponent(window.location.hash.slice(1));
+  // A fragment that is not valid percent-encoding (`#%E0%A4%A`) filters by its text as it is.
+  var fragment = window.location.hash.slice(1);
+  try { input.value = decodeURIComponent(fragment); } catch (error) { input.value = fragment; }
   apply();
 })();
 """
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
 
 def _side(chips: int, largest: int) -> float:
     """A slice's square side: area proportional to chips, the largest slice _MAX_SIDE wide."""
@@ -152,19 +151,22 @@ def _costs(summary: FleetSummary, prices: PriceTable) -> str:
         f'<td class="num">{_e(money(c.monthly, prices.currency))}</td></tr>' for c in lines)
     return ('<table id="costs"><thead><tr><th>Generation</th><th>Capacity</th><th class="num">Chips</th>'
             '<th class="num">Chip-hours / month</th><th class="num">Est. monthly</th></tr></thead>'
-            f"<tbody>{rows}</tbody></table><p class=\"note\">{_e(prices.note)}</p>")
+            f"<tbody>{rows}</tbody></table>"
+            + (f'<p class="note unpriced">The total is {_e(unpriced_note(lines))}.</p>' if unpriced_note(lines) else "")
+            + f'<p class="note">{_e(prices.note)}</p>')
 
 
 def _resources(resources: Sequence[PlannedResource]) -> str:
     rows = []
     for r in resources:
-        props = "; ".join(f"{k}: {v}" for k, v in key_properties(r.type, r.inputs))
+        props = key_text(key_properties(r.type, r.inputs))
         inputs = json.dumps(dict(r.inputs), indent=2, sort_keys=True) if r.inputs else ""
-        folded = f"<details><summary>inputs</summary><pre>{_e(inputs)}</pre></details>" if inputs else ""
+        folded = f"<details><summary>inputs</summary><pre>{_e(inputs, lines=True)}</pre></details>" if inputs else ""
         search = " ".join((urn_name(r.parent), short_type(r.type), r.name, props)).lower()
         rows.append(f'<tr class="resource" data-type="{_e(short_type(r.type))}" data-search="{_e(search)}">'
-                    f"<td><code>{_e(urn_name(r.parent))}</code></td><td><code>{_e(short_type(r.type))}</code>"
-                    f"</td><td><code>{_e(r.name)}</code></td><td>{_e(props)}{folded}</td></tr>")
+                    f'<td><code>{_e(urn_name(r.parent))}</code></td><td class="type"><code>'
+                    f"{_e(short_type(r.type))}</code></td><td><code>{_e(r.name)}</code></td><td>{_e(props)}{folded}"
+                    "</td></tr>")
     return ('<input id="filter" type="search" placeholder="Filter resources" aria-label="Filter resources"> '
             f'<span class="note"><span id="shown">{len(resources)}</span> of {len(resources)} shown</span>'
             '<table id="resources"><thead><tr><th>Component</th><th>Type</th><th>Name</th>'

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tpuplane.infra.review.cost import CostLine, PriceTable, cost_delta, money, total
+from tpuplane.infra.review.cost import CostLine, PriceTable, cost_delta, money, total, unpriced_note
+from tpuplane.infra.review.markup import md_text, visible
 from tpuplane.infra.review.plan import Plan
 from tpuplane.infra.review.plan_diff import Action, ResourceChange
 from tpuplane.infra.review.summary import FleetSummary, key_properties, summarize
-from tpuplane.infra.review.summary_markdown import cell, mermaid, summary_markdown
+from tpuplane.infra.review.summary_markdown import mermaid, summary_markdown, table
 
 
 @dataclass(frozen=True)
@@ -44,19 +45,16 @@ def diff_context(base: Plan, head: Plan, prices: PriceTable) -> DiffContext:
     return DiffContext(inputs, head_summary, cost_delta(base_summary, head_summary, prices), prices)
 
 
-def key_text(props: list[tuple[str, str]]) -> str:
-    return "; ".join(f"{k}: {v}" for k, v in props)
-
-
 def cost_markdown(context: DiffContext) -> list[str]:
-    currency = context.prices.currency
+    currency, note = context.prices.currency, md_text(context.prices.note)
     if not context.cost:
-        return ["No change in TPU chips, so no change in estimated TPU cost.", "", f"_{context.prices.note}_"]
-    lines = ["| Generation | Capacity | Chips | Chip-hours/month | Est. monthly change |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {c.generation} | {c.capacity} | {c.chips:+d} | {c.chip_hours:+,.0f} | "
-              f"{money(c.monthly, currency, signed=True)} |" for c in context.cost]
-    return [*lines, "", f"**Estimated TPU cost change: {money(context.monthly_delta, currency, signed=True)}"
-                        f"/month.** _{cell(context.prices.note)}_"]
+        return ["No change in TPU chips, so no change in estimated TPU cost.", "", f"_{note}_"]
+    lines = table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly change"),
+                  [(md_text(c.generation), md_text(c.capacity), f"{c.chips:+d}", f"{c.chip_hours:+,.0f}",
+                    md_text(money(c.monthly, currency, signed=True))) for c in context.cost], right=3)
+    unpriced = unpriced_note(context.cost)
+    return [*lines, "", f"**Estimated TPU cost change: {md_text(money(context.monthly_delta, currency, signed=True))}"
+                        f"/month{md_text(f' ({unpriced})' if unpriced else '')}.** _{note}_"]
 
 
 def fleet_markdown(context: DiffContext) -> list[str]:
@@ -68,9 +66,11 @@ def fleet_markdown(context: DiffContext) -> list[str]:
 def cost_text(context: DiffContext) -> list[str]:
     currency = context.prices.currency
     lines = ["Estimated TPU cost change:"]
-    lines += [f"  {c.generation} {c.capacity}: chips {c.chips:+d}, chip-hours/month {c.chip_hours:+,.0f}, "
-              f"{money(c.monthly, currency, signed=True)}/month" for c in context.cost] or ["  none"]
-    return [*lines, f"  total {money(context.monthly_delta, currency, signed=True)}/month. {context.prices.note}"]
+    lines += [visible(f"  {c.generation} {c.capacity}: chips {c.chips:+d}, chip-hours/month {c.chip_hours:+,.0f}, "
+                      f"{money(c.monthly, currency, signed=True)}/month") for c in context.cost] or ["  none"]
+    unpriced = unpriced_note(context.cost)
+    return [*lines, visible(f"  total {money(context.monthly_delta, currency, signed=True)}/month"
+                            f"{f' ({unpriced})' if unpriced else ''}. {context.prices.note}")]
 
 
 def cost_json(context: DiffContext) -> dict[str, Any]:

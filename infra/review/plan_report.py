@@ -1,13 +1,12 @@
 """How `tpuplane plan` shows a plan in each of its formats: the fleet first (summary tables), then resources by
 component with their key properties; every property only on request (`--details`) or folded (markdown).
 
-Renderers receive an already-redacted plan and never cut a value silently: long values wrap, or end in `…`
-where a one-line summary is wanted.
+Renderers receive an already-redacted plan and never cut a value: long values wrap. Every value goes through
+the escaping function of the context it lands in (`tpuplane.infra.review.markup`).
 """
 
 from __future__ import annotations
 
-import html
 import io
 import json
 from typing import Any
@@ -18,16 +17,16 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total
+from tpuplane.infra.review.cost import PriceTable, unpriced_note, fleet_cost, money, total
 from tpuplane.infra.review.html_report import render_html
+from tpuplane.infra.review.markup import html_text, md_code, md_fence, md_text, visible
 from tpuplane.infra.review.plan import Plan
 from tpuplane.infra.review.report_format import ReportFormat
-from tpuplane.infra.review.summary import FleetSummary, key_properties, short_type, summarize, urn_name
-from tpuplane.infra.review.summary_markdown import code, mermaid, summary_markdown
+from tpuplane.infra.review.summary import FleetSummary, key_properties, key_text, short_type, summarize, urn_name
+from tpuplane.infra.review.summary_markdown import mermaid, quota_text, summary_markdown
 
 CAPACITY_STYLE = {"reservation": "green", "on-demand": "blue", "flex-start": "magenta", "queued": "magenta",
                   "spot": "yellow"}
-_KEY_VALUE_MAX = 120
 
 
 def plain_text(renderable: RenderableType, width: int = 160) -> str:
@@ -37,9 +36,9 @@ def plain_text(renderable: RenderableType, width: int = 160) -> str:
     return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
 
 
-def short(text: str, limit: int = _KEY_VALUE_MAX) -> str:
-    """One-line summaries end in an ellipsis rather than being cut mid-value."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _text(value: object, style: str = "") -> Text:
+    """A value in a terminal table or tree: one line, never read as rich markup."""
+    return Text(visible(value), style)
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -62,56 +61,58 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
     """The fleet at a glance, as rich tables (coloured on a terminal, plain text when piped)."""
     out: list[RenderableType] = []
     cluster = f" · cluster {summary.cluster}" if summary.cluster else ""
-    out.append(Text.assemble((f"{summary.project}/{summary.stack}", "bold"),
-                             f": {summary.total_resources} resources{cluster}"))
+    out.append(Text.assemble((visible(f"{summary.project}/{summary.stack}"), "bold"),
+                             f": {summary.total_resources} resources{visible(cluster)}"))
     if summary.pool_groups:
         pools = _table("TPU pool groups", "group", "TPU type", "machine type", "capacity", "reservation",
                        "slices", "VMs", "chips", "est. $/month", right=4)
         for g in summary.pool_groups:
             rate = prices.rate(g.generation, g.capacity)
             monthly = None if rate is None else g.chips * prices.hours_per_month * rate
-            pools.add_row(Text(g.name, "bold"), g.tpu_type, g.machine_type,
-                          Text(g.capacity, CAPACITY_STYLE.get(g.capacity, "")), g.reservation or "-",
-                          str(g.slices), str(g.vms), str(g.chips), money(monthly, prices.currency))
+            pools.add_row(_text(g.name, "bold"), _text(g.tpu_type), _text(g.machine_type),
+                          _text(g.capacity, CAPACITY_STYLE.get(g.capacity, "")), _text(g.reservation or "-"),
+                          str(g.slices), str(g.vms), str(g.chips), _text(money(monthly, prices.currency)))
         costs = fleet_cost(summary, prices)
         chips = _table("Chips per generation", "generation", "capacity", "chips", "chip-hours/month",
                        "est. $/month", right=3)
         for c in costs:
-            chips.add_row(c.generation, Text(c.capacity, CAPACITY_STYLE.get(c.capacity, "")), str(c.chips),
-                          f"{c.chip_hours:,.0f}", money(c.monthly, prices.currency))
+            chips.add_row(_text(c.generation), _text(c.capacity, CAPACITY_STYLE.get(c.capacity, "")), str(c.chips),
+                          f"{c.chip_hours:,.0f}", _text(money(c.monthly, prices.currency)))
         chips.add_row(Text("total", "bold"), "", Text(str(sum(c.chips for c in costs)), "bold"),
-                      f"{sum(c.chip_hours for c in costs):,.0f}", Text(money(total(costs), prices.currency), "bold"))
-        out += ["", pools, "", chips, Text(prices.note, "dim")]
+                      f"{sum(c.chip_hours for c in costs):,.0f}", _text(money(total(costs), prices.currency), "bold"))
+        unpriced = unpriced_note(costs)
+        out += ["", pools, "", chips, *([_text(f"The total is {unpriced}.", "yellow")] if unpriced else []),
+                _text(prices.note, "dim")]
     else:
         out += ["", Text("No TPU node pools.", "dim")]
     if summary.cpu_pools:
-        out.append(Text("CPU pools: " + ", ".join(f"{c.name} ({c.machine_type}, {c.nodes} nodes)"
-                                                  for c in summary.cpu_pools)))
+        out.append(_text("CPU pools: " + ", ".join(f"{c.name} ({c.machine_type}, {c.nodes} nodes)"
+                                                   for c in summary.cpu_pools)))
     if summary.queues:
         queues = _table("Queues (Kueue)", "ClusterQueue", "cohort", "flavor", "quota", "LocalQueues")
         for q in summary.queues:
             for i, flavor in enumerate(q.flavors):
-                quota = ", ".join(f"{x.resource}={x.nominal}" + (f" (+{x.borrowing_limit})" if x.borrowing_limit
-                                                                 else "") for x in q.quotas if x.flavor == flavor)
-                queues.add_row(Text(q.name, "bold") if i == 0 else "", (q.cohort or "-") if i == 0 else "",
-                               flavor, quota, ", ".join(q.local_queues) if i == 0 else "")
+                queues.add_row(_text(q.name, "bold") if i == 0 else "", _text(q.cohort or "-") if i == 0 else "",
+                               _text(flavor), _text(quota_text(q.quotas, flavor)),
+                               _text(", ".join(q.local_queues)) if i == 0 else "")
         out += ["", queues]
     if summary.pathways or summary.sidecar_images:
         pathways = _table("Pathways", "service", "instances", "server / sidecar image")
         for s in summary.pathways:
-            pathways.add_row(f"{s.namespace}/{s.name}", f"{s.instances} x {s.instance_type}", s.server_image)
+            pathways.add_row(_text(f"{s.namespace}/{s.name}"), _text(f"{s.instances} x {s.instance_type}"),
+                             _text(s.server_image))
         for i in summary.sidecar_images:
-            pathways.add_row(f"sidecar {i.name}", "", f"{', '.join(i.tags)} (from {i.base_image})")
+            pathways.add_row(_text(f"sidecar {i.name}"), "", _text(f"{', '.join(i.tags)} (from {i.base_image})"))
         out += ["", pathways]
     out += ["", Text.assemble(("Resources: ", "bold"),
-                              ", ".join(f"{n} {kind}" for kind, n in summary.resource_counts))]
+                              visible(", ".join(f"{n} {kind}" for kind, n in summary.resource_counts)))]
     return out
 
 
 def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = None) -> RenderableType:
     """The summary (when prices are given), then the component tree: each resource with its key properties,
     and with `details` every input as `path = value`."""
-    root = Tree(Text.assemble((plan.project, "bold"), "/", (plan.stack, "bold"),
+    root = Tree(Text.assemble((visible(plan.project), "bold"), "/", (visible(plan.stack), "bold"),
                               f": {len(plan.resources)} resources by component"))
     known = {r.urn for r in plan.resources}
     children: dict[str, list] = {}
@@ -120,14 +121,14 @@ def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = 
 
     def add(node: Tree, parent_urn: str) -> None:
         for res in children.get(parent_urn, []):
-            label = Text.assemble((short_type(res.type), "cyan"), " ", (res.name, "bold"))
+            label = Text.assemble((visible(short_type(res.type)), "cyan"), " ", (visible(res.name), "bold"))
             props = key_properties(res.type, res.inputs)
             if props:
-                label.append("  " + "; ".join(f"{k}: {short(v)}" for k, v in props), "green")
+                label.append("  " + visible(key_text(props)), "green")
             child = node.add(label)
             if details:
                 for path, value in _flatten(dict(res.inputs)) if res.inputs else ():
-                    child.add(Text.assemble((path, "dim"), " = ", json.dumps(value, sort_keys=True)))
+                    child.add(Text.assemble((visible(path), "dim"), " = ", json.dumps(value, sort_keys=True)))
             add(child, res.urn)
 
     add(root, "")
@@ -139,18 +140,18 @@ def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = 
 def render_markdown(plan: Plan, prices: PriceTable) -> str:
     """A PR-ready page: summary tables and a Mermaid diagram first, resources by component, inputs folded."""
     summary = summarize(plan)
-    lines = [f"### Plan of `{plan.project}/{plan.stack}`", "", *summary_markdown(summary, prices), "",
+    lines = [f"### Plan of {md_code(f'{plan.project}/{plan.stack}')}", "", *summary_markdown(summary, prices), "",
              *mermaid(summary), "", "#### Resources by component", "",
              "| Component | Type | Name | Key properties |", "| --- | --- | --- | --- |"]
     for r in plan.resources:
-        props = "; ".join(f"{k}: {short(v)}" for k, v in key_properties(r.type, r.inputs))
-        lines.append(f"| {code(urn_name(r.parent))} | {code(short_type(r.type))} | {code(r.name)} | "
-                     f"{props.replace('|', chr(92) + '|')} |")
+        lines.append(f"| {md_code(urn_name(r.parent), cell=True)} | {md_code(short_type(r.type), cell=True)} | "
+                     f"{md_code(r.name, cell=True)} | {md_text(key_text(key_properties(r.type, r.inputs)))} |")
     lines += ["", "<details><summary>Every property of every resource</summary>", ""]
     for r in plan.resources:
         if r.inputs:
-            lines += [f"<details><summary><code>{short_type(r.type)}</code> <b>{html.escape(r.name)}</b></summary>", "",
-                      "```yaml", yaml.safe_dump(dict(r.inputs), sort_keys=True).rstrip(), "```", "</details>", ""]
+            lines += [f"<details><summary><code>{html_text(short_type(r.type))}</code> <b>{html_text(r.name)}</b>"
+                      "</summary>", "", *md_fence(yaml.safe_dump(dict(r.inputs), sort_keys=True), "yaml"),
+                      "</details>", ""]
     lines.append("</details>")
     return "\n".join(lines) + "\n"
 

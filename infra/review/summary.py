@@ -381,6 +381,11 @@ def _quota_text(quota: Quota) -> str:
     return f"{quota.resource}={quota.nominal}{borrow}"
 
 
+def key_text(props: list[tuple[str, str]]) -> str:
+    """Key properties on one line: `machine type: ct6e-standard-4t; nodes: 4`."""
+    return "; ".join(f"{k}: {v}" for k, v in props)
+
+
 def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The few properties that say what a resource is, as (label, value) pairs; [] when nothing stands out."""
     if resource_type == NODE_POOL:

@@ -7,32 +7,32 @@ from __future__ import annotations
 
 import re
 
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total
-from tpuplane.infra.review.summary import FleetSummary
+from tpuplane.infra.review.cost import PriceTable, unpriced_note, fleet_cost, money, total
+from tpuplane.infra.review.markup import md_code, md_fence, md_text, mermaid_text
+from tpuplane.infra.review.summary import FleetSummary, Quota
 
 
-def cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def code(text: object) -> str:
-    return f"`{cell(text).replace('`', chr(39))}`" if str(text) else ""
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[object, ...]], right: int = 0) -> list[str]:
-    """A markdown table; the last `right` columns are numbers, right-aligned."""
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]], right: int = 0) -> list[str]:
+    """A markdown table of cells already written as markdown (`md_text`, `md_code(cell=True)`); the last `right`
+    columns are numbers, right-aligned."""
     align = ["---"] * (len(header) - right) + ["---:"] * right
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|",
-            *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)]
+    return ["|" + "|".join(f" {title} " if title else " " for title in header) + "|", "|" + "|".join(align) + "|",
+            *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-def pool_rows(summary: FleetSummary, prices: PriceTable) -> list[tuple[object, ...]]:
-    rows: list[tuple[object, ...]] = []
+def quota_text(quotas: tuple[Quota, ...], flavor: str) -> str:
+    return ", ".join(f"{x.resource}={x.nominal}" + (f" (+{x.borrowing_limit})" if x.borrowing_limit else "")
+                     for x in quotas if x.flavor == flavor)
+
+
+def _pool_rows(summary: FleetSummary, prices: PriceTable) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
     for g in summary.pool_groups:
         rate = prices.rate(g.generation, g.capacity)
         monthly = None if rate is None else g.chips * prices.hours_per_month * rate
-        rows.append((code(g.name), g.tpu_type, g.machine_type, g.capacity, g.reservation or "-", g.slices, g.vms,
-                     g.chips, money(monthly, prices.currency)))
+        rows.append((md_code(g.name, cell=True), md_text(g.tpu_type), md_text(g.machine_type), md_text(g.capacity),
+                     md_text(g.reservation or "-"), str(g.slices), str(g.vms), str(g.chips),
+                     md_text(money(monthly, prices.currency))))
     return rows
 
 
@@ -40,74 +40,87 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
     """The fleet first: pool groups, chips and cost per generation, queues, Pathways, counts."""
     lines = [f"{heading} TPU fleet", ""]
     if summary.pool_groups:
-        lines += _table(("Pool group", "TPU type", "Machine type", "Capacity", "Reservation", "Slices", "VMs",
-                         "Chips", "Est. monthly"), pool_rows(summary, prices), right=4)
+        lines += table(("Pool group", "TPU type", "Machine type", "Capacity", "Reservation", "Slices", "VMs",
+                        "Chips", "Est. monthly"), _pool_rows(summary, prices), right=4)
         costs = fleet_cost(summary, prices)
-        lines += ["", *_table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly"),
-                              [(c.generation, c.capacity, c.chips, f"{c.chip_hours:,.0f}",
-                                money(c.monthly, prices.currency)) for c in costs], right=3),
+        lines += ["", *table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly"),
+                             [(md_text(c.generation), md_text(c.capacity), str(c.chips), f"{c.chip_hours:,.0f}",
+                               md_text(money(c.monthly, prices.currency))) for c in costs], right=3),
                   "", f"**{sum(summary.chips_by_generation().values())} TPU chips, est. "
-                      f"{money(total(costs), prices.currency)}/month.** _{prices.note}_"]
+                      f"{md_text(money(total(costs), prices.currency))}/month"
+                      f"{md_text(f' ({unpriced_note(costs)})' if unpriced_note(costs) else '')}.** "
+                      f"_{md_text(prices.note)}_"]
     else:
         lines.append("No TPU node pools.")
     if summary.cpu_pools:
-        lines += ["", "CPU pools: " + ", ".join(f"{code(c.name)} ({c.machine_type}, {c.nodes} nodes)"
-                                                for c in summary.cpu_pools)]
+        lines += ["", "CPU pools: " + ", ".join(f"{md_code(c.name)} ({md_text(c.machine_type)}, {md_text(c.nodes)} "
+                                                "nodes)" for c in summary.cpu_pools)]
     if summary.queues:
-        lines += ["", f"{heading} Queues", "", *_table(
+        lines += ["", f"{heading} Queues", "", *table(
             ("ClusterQueue", "Cohort", "Flavor", "Quota", "LocalQueues"),
-            [(code(q.name), q.cohort or "-", code(flavor),
-              ", ".join(f"{x.resource}={x.nominal}" + (f" (+{x.borrowing_limit})" if x.borrowing_limit else "")
-                        for x in q.quotas if x.flavor == flavor),
-              ", ".join(q.local_queues) or "-") for q in summary.queues for flavor in q.flavors])]
+            [(md_code(q.name, cell=True), md_text(q.cohort or "-"), md_code(flavor, cell=True),
+              md_text(quota_text(q.quotas, flavor)), md_text(", ".join(q.local_queues) or "-"))
+             for q in summary.queues for flavor in q.flavors])]
     if summary.pathways or summary.sidecar_images:
         lines += ["", f"{heading} Pathways", ""]
-        lines += [f"- service {code(s.namespace + '/' + s.name)}: {s.instances} x {code(s.instance_type)}, "
-                  f"server {code(s.server_image)}" for s in summary.pathways]
-        lines += [f"- sidecar image {code(', '.join(i.tags))} from {code(i.base_image)}"
+        lines += [f"- service {md_code(s.namespace + '/' + s.name)}: {md_text(s.instances)} x "
+                  f"{md_code(s.instance_type)}, server {md_code(s.server_image)}" for s in summary.pathways]
+        lines += [f"- sidecar image {md_code(', '.join(i.tags))} from {md_code(i.base_image)}"
                   for i in summary.sidecar_images]
     lines += ["", f"{heading} Resources", "",
-              ", ".join(f"{n} {kind}" for kind, n in summary.resource_counts) + "."]
+              ", ".join(f"{n} {md_text(kind)}" for kind, n in summary.resource_counts) + "."]
     if summary.config_objects:
         lines += ["", "ConfigGroup objects: " + ", ".join(
-            f"{code(kind + '/' + name)}" for _, kind, name in summary.config_objects) + "."]
+            f"{md_code(kind + '/' + name)}" for _, kind, name in summary.config_objects) + "."]
     return lines
 
 
-def _node_id(kind: str, name: str) -> str:
-    return f"{kind}_{re.sub(r'[^A-Za-z0-9_]', '_', name)}"
+class _NodeIds:
+    """Mermaid node ids: one per (kind, name), distinct even when two names differ only in characters an id
+    cannot hold (`a-b`, `a_b`), and never a Mermaid keyword (`end`)."""
 
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, str], str] = {}
+        self._taken: set[str] = set()
 
-def _label(text: str) -> str:
-    return text.replace('"', "'")
+    def __call__(self, kind: str, name: str) -> str:
+        key = (kind, name)
+        if key not in self._ids:
+            base = f"{kind}_{re.sub(r'[^A-Za-z0-9_]', '_', name)}"
+            node_id = next(f"{base}_{n}" if n else base for n in range(len(self._taken) + 1)
+                           if (f"{base}_{n}" if n else base) not in self._taken)
+            self._ids[key] = node_id
+            self._taken.add(node_id)
+        return self._ids[key]
 
 
 def mermaid(summary: FleetSummary) -> list[str]:
     """cluster -> pool groups -> flavors -> ClusterQueues -> LocalQueues, as a ```mermaid block."""
-    lines = ["```mermaid", "flowchart LR"]
-    root = _node_id("cluster", summary.cluster or summary.stack)
-    lines.append(f'  {root}["cluster {_label(summary.cluster or summary.stack)}"]')
+    node, label = _NodeIds(), mermaid_text
+    lines = ["flowchart LR"]
+    root = node("cluster", summary.cluster or summary.stack)
+    lines.append(f'  {root}["cluster {label(summary.cluster or summary.stack)}"]')
     for g in summary.pool_groups:
-        lines.append(f'  {_node_id("pool", g.name)}["{_label(g.name)}<br/>{g.slices} x {g.tpu_type}<br/>'
-                     f'{g.chips} chips, {g.capacity}"]')
-        lines.append(f'  {root} --> {_node_id("pool", g.name)}')
+        lines.append(f'  {node("pool", g.name)}["{label(g.name)}<br/>{g.slices} x {label(g.tpu_type)}<br/>'
+                     f'{g.chips} chips, {label(g.capacity)}"]')
+        lines.append(f'  {root} --> {node("pool", g.name)}')
     for c in summary.cpu_pools:
-        lines.append(f'  {_node_id("pool", c.name)}["{_label(c.name)}<br/>{c.machine_type}, {c.nodes} nodes"]')
-        lines.append(f'  {root} --> {_node_id("pool", c.name)}')
+        lines.append(f'  {node("pool", c.name)}["{label(c.name)}<br/>{label(c.machine_type)}, {label(c.nodes)} '
+                     'nodes"]')
+        lines.append(f'  {root} --> {node("pool", c.name)}')
     for f in summary.flavors:
-        lines.append(f'  {_node_id("flavor", f.name)}(["flavor {_label(f.name)}"])')
-        lines += [f'  {_node_id("pool", pool)} --> {_node_id("flavor", f.name)}' for pool in f.pools]
+        lines.append(f'  {node("flavor", f.name)}(["flavor {label(f.name)}"])')
+        lines += [f'  {node("pool", pool)} --> {node("flavor", f.name)}' for pool in f.pools]
     for q in summary.queues:
-        cohort = f"<br/>cohort {q.cohort}" if q.cohort else ""
-        lines.append(f'  {_node_id("cq", q.name)}[/"ClusterQueue {_label(q.name)}{cohort}"/]')
+        cohort = f"<br/>cohort {label(q.cohort)}" if q.cohort else ""
+        lines.append(f'  {node("cq", q.name)}[/"ClusterQueue {label(q.name)}{cohort}"/]')
         for flavor in q.flavors:
             quota = ", ".join(f"{x.resource}={x.nominal}" for x in _edge_quotas(q.quotas, flavor))
-            lines.append(f'  {_node_id("flavor", flavor)} -- "{_label(quota)}" --> {_node_id("cq", q.name)}')
+            lines.append(f'  {node("flavor", flavor)} -- "{label(quota)}" --> {node("cq", q.name)}')
         for local in q.local_queues:
-            lines.append(f'  {_node_id("lq", local)}("LocalQueue {_label(local)}")')
-            lines.append(f'  {_node_id("cq", q.name)} --> {_node_id("lq", local)}')
-    lines.append("```")
-    return lines
+            lines.append(f'  {node("lq", local)}("LocalQueue {label(local)}")')
+            lines.append(f'  {node("cq", q.name)} --> {node("lq", local)}')
+    return md_fence("\n".join(lines), "mermaid")
 
 
 def _edge_quotas(quotas, flavor: str) -> list:
