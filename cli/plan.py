@@ -71,14 +71,19 @@ def make_plan(project: PulumiProject, config: dict[str, Any], stack: str):
     import pulumi  # the infra extra; imported here so `tpuplane catalog` stays light
 
     from tpuplane.components.offline import run_program_file
+    from tpuplane.infra.review.plan import inputs_problems
 
     try:
         with contextlib.chdir(project.main.parent):  # where Pulumi runs the program: relative paths plan the same
-            return run_program_file(project.main, config, project=project.name, stack=stack)
+            plan = run_program_file(project.main, config, project=project.name, stack=stack)
     except pulumi.RunError as exc:
         if isinstance(exc.__cause__, ConfigError):
             raise exc.__cause__ from None
         raise
+    problems = inputs_problems(plan, f"the plan of stack {stack}")  # what the reports read, as a plan file is read
+    if problems:
+        raise ConfigError(problems)
+    return plan
 
 
 def stack_file(project: PulumiProject, stack: str) -> Path:

@@ -224,6 +224,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number that a float holds: `1e400` would read as infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is too large for a number")
+    return value
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -249,7 +257,8 @@ def _depth_ok(value: Any) -> bool:
 def load_json(text: str, source: str, hint: str = "") -> Any:
     """A JSON document: duplicate keys, NaN/Infinity and nesting over MAX_DEPTH are refused."""
     try:
-        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
+                           object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ConfigError.at(f"{source}:{exc.lineno}", "invalid JSON", "a JSON document", exc.msg) from None
     except ValueError as exc:  # a duplicate key, NaN/Infinity, an integer over Python's digit limit

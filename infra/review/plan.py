@@ -6,6 +6,7 @@ a `Plan`; reading a plan file checks it against this type (`parse_plan`).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,17 +14,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from tpuplane.infra.args import Source, validation_problems
-from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.catalog import machine_type_generation
 from tpuplane.infra.redaction import redact, redact_inputs, redact_text, sensitive_paths
-
-# The resource types the reviewers read (Pulumi type tokens).
-NODE_POOL = "gcp:container/nodePool:NodePool"
-CLUSTER = "gcp:container/cluster:Cluster"
-RESERVATION = "gcp:compute/reservation:Reservation"
-RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+from tpuplane.infra.review.resource_inputs import (  # noqa: F401 (the type tokens, where reviewers import them)
+    CLUSTER,
+    CONFIG_GROUP,
+    HELM_RELEASE,
+    NODE_POOL,
+    RESERVATION,
+    RESOURCE_POLICY,
+    Inputs,
+    NodePoolInputs,
+    inputs_model,
+    read_inputs,
+)
 
 
 class PlannedResource(BaseModel):
@@ -42,6 +47,10 @@ class PlannedResource(BaseModel):
     resolves them: a plan diff matches them, so a rename or re-parent is not a replacement."""
     custom: bool = True
     """A provider resource, not a component (the offline runner knows; a plan file does not say)."""
+
+    def read(self) -> Inputs:
+        """What reviewers read of the inputs, typed by the resource's type (`resource_inputs`)."""
+        return read_inputs(self.type, self.inputs)
 
     def to_json(self) -> dict[str, Any]:
         shown = {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
@@ -107,13 +116,41 @@ def _shown(value: Any) -> object:
     return f"<{type(value).__name__}>"
 
 
+def inputs_problems(plan: Plan, source: str = "plan") -> list[Problem]:
+    """Every input a reviewer reads that has the wrong type or an out-of-range value, named by its path in the
+    plan (`plan p.json: resources[3].inputs.nodeConfig.labels`); [] when every resource reads."""
+    problems = []
+    resources = Source.config(f"{source}:", Plan)
+    for i, resource in enumerate(plan.resources):
+        try:
+            resource.read()
+        except ValidationError as err:
+            where = Source.config(resources.path("resources", i, "inputs"), inputs_model(resource.type))
+            problems += [dataclasses.replace(p, given=_shown(p.given), allowed=_kind_words(p.allowed),
+                                             hint=f"a {resource.type} as the provider takes it: write plans with "
+                                             "`tpuplane plan --format json`")
+                         for p in validation_problems(err, where)]
+    return problems
+
+
+def _kind_words(allowed: str) -> str:
+    """pydantic's "Input should be a valid dictionary or instance of NodeConfig" as a plan's reader says it."""
+    allowed = re.sub(r"Input should be a valid dictionary( or instance of \w+)?", "a mapping", allowed)
+    return re.sub(r"Input should be a valid (list|string|boolean)",
+                  lambda m: {"list": "a list", "string": "text", "boolean": "true or false"}[m[1]], allowed)
+
+
 def parse_plan(raw: object, source: str = "plan") -> Plan:
-    """Check that `raw` (a plan file's JSON) is a plan and return it; ConfigError names every broken field."""
+    """Check that `raw` (a plan file's JSON) is a plan whose every read input has its type, and return it;
+    ConfigError names every broken field."""
     try:
         plan = Plan.model_validate(raw)
     except ValidationError as err:
         raise ConfigError([dataclasses.replace(p, given=_shown(p.given), hint=_PLAN_HINT)
                            for p in validation_problems(err, Source.config(f"{source}:", Plan))]) from None
+    problems = inputs_problems(plan, source)
+    if problems:
+        raise ConfigError(problems)
     seen: set[str] = set()
     for i, r in enumerate(plan.resources):
         if r.urn in seen:
@@ -139,21 +176,28 @@ class TpuPool:
         return self.vms * self.chips_per_vm
 
 
-def pool_vms(inputs: Mapping[str, Any]) -> int:
+def node_pool(inputs: Mapping[str, Any] | NodePoolInputs) -> NodePoolInputs:
+    """A NodePool's inputs as reviewers read them (engine props, a plan's inputs, or already read)."""
+    return inputs if isinstance(inputs, NodePoolInputs) else NodePoolInputs.model_validate(inputs)
+
+
+def pool_vms(inputs: Mapping[str, Any] | NodePoolInputs) -> int:
     """VMs a pool holds at most: its static size, else the autoscaling ceiling (flex-start, queued pools)."""
-    autoscaling = inputs.get("autoscaling") or {}
-    for value in (inputs.get("nodeCount"), autoscaling.get("maxNodeCount"),
-                  autoscaling.get("totalMaxNodeCount"), inputs.get("initialNodeCount")):
-        if isinstance(value, int) and not isinstance(value, bool):
+    pool = node_pool(inputs)
+    autoscaling = pool.autoscaling
+    for value in (pool.node_count, autoscaling and autoscaling.max_node_count,
+                  autoscaling and autoscaling.total_max_node_count, pool.initial_node_count):
+        if value is not None:
             return value
     return 0
 
 
-def tpu_pool(inputs: Mapping[str, Any]) -> TpuPool | None:
+def tpu_pool(inputs: Mapping[str, Any] | NodePoolInputs) -> TpuPool | None:
     """The TPU slice a NodePool's inputs describe, or None when the pool has no TPU machine type."""
-    machine_type = (inputs.get("nodeConfig") or {}).get("machineType")
-    facts = machine_type_generation(machine_type) if isinstance(machine_type, str) else None
+    pool = node_pool(inputs)
+    machine_type = pool.node_config.machine_type if pool.node_config else None
+    facts = machine_type_generation(machine_type) if machine_type else None
     if facts is None:
         return None
     generation, chips_per_vm = facts
-    return TpuPool(generation, machine_type, pool_vms(inputs), chips_per_vm)
+    return TpuPool(generation, machine_type, pool_vms(pool), chips_per_vm)

@@ -11,6 +11,7 @@ a reviewer needs when it is created or deleted.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,16 +20,35 @@ from typing import Any
 
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.capacity import FLEX_START_LABEL, SPOT_LABEL
-from tpuplane.infra.fleet.catalog import find_generation, machine_type_generation, resolve_tpu_type
+from tpuplane.infra.fleet.catalog import TpuSpec, find_generation, machine_type_generation, resolve_tpu_type
 from tpuplane.infra.fleet.scheduling import ACCELERATOR_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from tpuplane.infra.pathways.service import MANAGED_BY_LABELS
-from tpuplane.infra.review.plan import CLUSTER, CONFIG_GROUP, NODE_POOL, RESERVATION, Plan, PlannedResource, pool_vms
-
-CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
-LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
-RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-IMAGE = "docker-build:index:Image"
+from tpuplane.infra.review.plan import Plan, PlannedResource, node_pool, pool_vms
+from tpuplane.infra.review.resource_inputs import (
+    CLUSTER,
+    CLUSTER_QUEUE,
+    CONFIG_GROUP,
+    HELM_RELEASE,
+    IMAGE,
+    JOBSET,
+    LOCAL_QUEUE,
+    NODE_POOL,
+    RESERVATION,
+    RESOURCE_FLAVOR,
+    ClusterInputs,
+    ClusterQueueInputs,
+    ConfigGroupInputs,
+    HelmReleaseInputs,
+    ImageInputs,
+    JobSetInputs,
+    KubernetesInputs,
+    LocalQueueInputs,
+    NodePoolInputs,
+    Quantity,
+    ReservationInputs,
+    ResourceFlavorInputs,
+    read_inputs,
+)
 
 _APP_NAME = "app.kubernetes.io/name"  # the Pathways service's JobSet carries the service's name label
 # Capacity modes, in the order a reviewer weighs them (guaranteed first).
@@ -158,41 +178,38 @@ def urn_name(urn: str | None) -> str:
     return (urn or "").rsplit("::", 1)[-1]
 
 
-def _dig(value: Any, *keys: str) -> Any:
-    for key in keys:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return value
-
-
-def _text(value: Any) -> str:
+def _text(value: Quantity | None) -> str:
+    """A read value as text: a quantity's number in JSON's spelling, nothing for an absent one."""
     if value is None:
         return ""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Node pools
 
 
-def capacity_of(inputs: Mapping[str, Any]) -> tuple[str, str]:
+def capacity_of(inputs: Mapping[str, Any] | NodePoolInputs) -> tuple[str, str]:
     """(capacity mode, reservation name) of a NodePool, from the fields GKE acts on."""
-    node_config = inputs.get("nodeConfig") or {}
-    if node_config.get("spot") or node_config.get("preemptible"):
+    pool = node_pool(inputs)
+    config = pool.node_config
+    if config and (config.spot or config.preemptible):
         return "spot", ""
-    if node_config.get("flexStart"):
+    if config and config.flex_start:
         return "flex-start", ""
-    if _dig(inputs, "queuedProvisioning", "enabled"):
+    if pool.queued_provisioning and pool.queued_provisioning.enabled:
         return "queued", ""
-    affinity = node_config.get("reservationAffinity") or {}
-    kind = affinity.get("consumeReservationType", "")
+    affinity = config.reservation_affinity if config else None
+    kind = affinity.consume_reservation_type if affinity else None
     if kind == "SPECIFIC_RESERVATION":
-        return "reservation", ",".join(str(v).rsplit("/", 1)[-1] for v in affinity.get("values") or ())
+        return "reservation", ",".join(v.rsplit("/", 1)[-1] for v in affinity.values or ())  # type: ignore[union-attr]
     if kind == "ANY_RESERVATION":
         return "reservation", "(any)"
     return "on-demand", ""
 
 
-def _tpu_spec(generation: str, machine_type: str, chips_per_vm: int, topology: str):
+@functools.lru_cache(maxsize=None)
+def _tpu_spec(generation: str, machine_type: str, chips_per_vm: int, topology: str) -> TpuSpec | None:
     """The catalog spec of a pool: its placement topology, else the one single-host shape of its machine."""
     prefix = find_generation(generation).prefix  # type: ignore[union-attr]  # generation came from the catalog
     candidates = (topology,) if topology else _SINGLE_HOST_TOPOLOGIES.get(chips_per_vm, ())
@@ -204,66 +221,76 @@ def _tpu_spec(generation: str, machine_type: str, chips_per_vm: int, topology: s
     return None
 
 
-def node_labels(inputs: Mapping[str, Any]) -> dict[str, str]:
+def _machine_type(pool: NodePoolInputs) -> str:
+    return (pool.node_config.machine_type if pool.node_config else None) or ""
+
+
+def _topology(pool: NodePoolInputs) -> str:
+    return (pool.placement_policy.tpu_topology if pool.placement_policy else None) or ""
+
+
+def node_labels(inputs: Mapping[str, Any] | NodePoolInputs) -> dict[str, str]:
     """The labels GKE puts on a pool's nodes that Kueue flavors select on, plus the pool's own labels."""
-    node_config = inputs.get("nodeConfig") or {}
-    machine_type = node_config.get("machineType", "")
-    labels = {NODEPOOL_LABEL: str(inputs.get("name", "")), INSTANCE_TYPE_LABEL: str(machine_type)}
+    pool = node_pool(inputs)
+    machine_type, config = _machine_type(pool), pool.node_config
+    labels = {NODEPOOL_LABEL: pool.name or "", INSTANCE_TYPE_LABEL: machine_type}
     facts = machine_type_generation(machine_type) if machine_type else None
     if facts:
-        generation = find_generation(facts[0])
-        topology = _dig(inputs, "placementPolicy", "tpuTopology")
-        spec = _tpu_spec(facts[0], machine_type, facts[1], topology or "")
-        labels[ACCELERATOR_LABEL] = generation.accelerator  # type: ignore[union-attr]
+        spec = _tpu_spec(facts[0], machine_type, facts[1], _topology(pool))
+        labels[ACCELERATOR_LABEL] = find_generation(facts[0]).accelerator  # type: ignore[union-attr]
         if spec is not None:
             labels[TOPOLOGY_LABEL] = spec.topology
-    if node_config.get("spot"):
+    if config and config.spot:
         labels[SPOT_LABEL] = "true"
-    if node_config.get("flexStart"):
+    if config and config.flex_start:
         labels[FLEX_START_LABEL] = "true"
-    labels.update({str(k): str(v) for k, v in (node_config.get("labels") or {}).items()})
+    labels.update((config.labels if config else None) or {})
     return labels
 
 
 def _pool_groups(resources: Sequence[PlannedResource]) -> tuple[tuple[PoolGroup, ...], tuple[CpuPool, ...]]:
-    tpu: dict[str, list[PlannedResource]] = {}
+    tpu: dict[str, list[tuple[PlannedResource, NodePoolInputs]]] = {}
     cpu: list[CpuPool] = []
     for r in resources:
         if r.type != NODE_POOL:
             continue
-        machine_type = _dig(r.inputs, "nodeConfig", "machineType")
-        if isinstance(machine_type, str) and machine_type_generation(machine_type):
-            tpu.setdefault(r.parent or r.name, []).append(r)
+        pool = node_pool(r.inputs)
+        if machine_type_generation(_machine_type(pool)):
+            tpu.setdefault(r.parent or r.name, []).append((r, pool))
         else:
-            cpu.append(CpuPool(r.name, _text(machine_type), pool_size(r.inputs), node_labels(r.inputs)))
+            cpu.append(CpuPool(r.name, _machine_type(pool), pool_size(pool), node_labels(pool)))
     groups = []
     for parent, pools in tpu.items():
-        first = pools[0].inputs
-        machine_type = first["nodeConfig"]["machineType"]
+        first = pools[0][1]
+        machine_type = _machine_type(first)
         generation, chips_per_vm = machine_type_generation(machine_type)  # type: ignore[misc]
-        topology = _dig(first, "placementPolicy", "tpuTopology") or ""
-        spec = _tpu_spec(generation, machine_type, chips_per_vm, topology)
+        spec = _tpu_spec(generation, machine_type, chips_per_vm, _topology(first))
         vms = pool_vms(first)
         capacity, reservation = capacity_of(first)
         groups.append(PoolGroup(
             name=urn_name(parent) if parent.startswith("urn:") else parent,
             tpu_type=spec.name if spec else f"{generation} ({machine_type})",
             generation=generation, machine_type=machine_type,
-            topology=spec.topology if spec else topology, slices=len(pools), vms_per_slice=vms,
+            topology=spec.topology if spec else _topology(first), slices=len(pools), vms_per_slice=vms,
             chips_per_slice=vms * chips_per_vm, capacity=capacity, reservation=reservation,
-            node_pools=tuple(str(p.inputs.get("name", p.name)) for p in pools),
-            node_labels=tuple(node_labels(p.inputs) for p in pools)))
+            node_pools=tuple(pool.name or r.name for r, pool in pools),
+            node_labels=tuple(node_labels(pool) for _, pool in pools)))
     return tuple(sorted(groups, key=lambda g: g.name)), tuple(sorted(cpu, key=lambda c: c.name))
 
 
-def pool_size(inputs: Mapping[str, Any]) -> str:
+def pool_size(inputs: Mapping[str, Any] | NodePoolInputs) -> str:
     """"4" for a fixed pool, "1-10" for an autoscaled one."""
-    autoscaling = inputs.get("autoscaling") or {}
-    low = autoscaling.get("minNodeCount", autoscaling.get("totalMinNodeCount"))
-    high = autoscaling.get("maxNodeCount", autoscaling.get("totalMaxNodeCount"))
-    if high is not None:
-        return f"{low or 0}-{high}"
-    return _text(inputs.get("nodeCount", inputs.get("initialNodeCount", "")))
+    pool = node_pool(inputs)
+    autoscaling = pool.autoscaling
+    if autoscaling is not None:
+        low = autoscaling.min_node_count if autoscaling.min_node_count is not None else \
+            autoscaling.total_min_node_count
+        high = autoscaling.max_node_count if autoscaling.max_node_count is not None else \
+            autoscaling.total_max_node_count
+        if high is not None:
+            return f"{low or 0}-{high}"
+    size = pool.node_count if pool.node_count is not None else pool.initial_node_count
+    return "" if size is None else str(size)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -273,87 +300,111 @@ def pool_size(inputs: Mapping[str, Any]) -> str:
 def _flavors(resources: Sequence[PlannedResource], groups: tuple[PoolGroup, ...], cpu: tuple[CpuPool, ...]
              ) -> tuple[Flavor, ...]:
     flavors = []
+    candidates = [(g.name, g.node_labels) for g in groups] + [(c.name, (c.node_labels,)) for c in cpu]
     for r in resources:
         if r.type != RESOURCE_FLAVOR:
             continue
-        labels = {str(k): str(v) for k, v in (_dig(r.inputs, "spec", "nodeLabels") or {}).items()}
-        candidates = [(g.name, g.node_labels) for g in groups] + [(c.name, (c.node_labels,)) for c in cpu]
+        flavor = ResourceFlavorInputs.model_validate(r.inputs)
+        labels = dict((flavor.spec.node_labels if flavor.spec else None) or {})
         selected = tuple(name for name, pools in candidates
                          if labels and any(labels.items() <= dict(pool).items() for pool in pools))
-        flavors.append(Flavor(_text(_dig(r.inputs, "metadata", "name")) or r.name, labels, selected))
+        flavors.append(Flavor(_name(flavor, r.name), labels, selected))
     return tuple(sorted(flavors, key=lambda f: f.name))
+
+
+def _name(obj: KubernetesInputs, default: str) -> str:
+    return (obj.metadata.name if obj.metadata else None) or default
+
+
+def _namespace(obj: KubernetesInputs) -> str:
+    return (obj.metadata.namespace if obj.metadata else None) or ""
 
 
 def _queues(resources: Sequence[PlannedResource]) -> tuple[Queue, ...]:
     feeders: dict[str, list[str]] = {}
     for r in resources:
         if r.type == LOCAL_QUEUE:
-            meta = r.inputs.get("metadata") or {}
-            feeders.setdefault(_text(_dig(r.inputs, "spec", "clusterQueue")), []).append(
-                f"{meta.get('namespace', 'default')}/{meta.get('name', r.name)}")
-    queues = [_queue(r.inputs, r.name, feeders) for r in resources if r.type == CLUSTER_QUEUE]
+            local = LocalQueueInputs.model_validate(r.inputs)
+            target = (local.spec.cluster_queue if local.spec else None) or ""
+            feeders.setdefault(target, []).append(f"{_namespace(local) or 'default'}/{_name(local, r.name)}")
+    queues = [_queue(ClusterQueueInputs.model_validate(r.inputs), r.name, feeders)
+              for r in resources if r.type == CLUSTER_QUEUE]
     return tuple(sorted(queues, key=lambda q: q.name))
 
 
-def _queue(inputs: Mapping[str, Any], name: str, feeders: Mapping[str, list[str]]) -> Queue:
+def _queue(queue: ClusterQueueInputs, name: str, feeders: Mapping[str, list[str]]) -> Queue:
     """A ClusterQueue's cohort and quotas, and the LocalQueues (of `feeders`) that feed it."""
-    spec = inputs.get("spec") or {}
-    name = _text(_dig(inputs, "metadata", "name")) or name
+    spec = queue.spec
+    name = _name(queue, name)
     quotas = tuple(
-        Quota(str(flavor.get("name", "")), str(res.get("name", "")), _text(res.get("nominalQuota")),
-              _text(res.get("borrowingLimit")))
-        for group in spec.get("resourceGroups") or () for flavor in group.get("flavors") or ()
-        for res in flavor.get("resources") or ())
-    cohort = spec.get("cohortName", spec.get("cohort", ""))
-    return Queue(name, _text(cohort), quotas, tuple(sorted(feeders.get(name, ()))))
+        Quota(flavor.name or "", res.name or "", _text(res.nominal_quota), _text(res.borrowing_limit))
+        for group in (spec.resource_groups if spec else None) or () for flavor in group.flavors or ()
+        for res in flavor.resources or ())
+    cohort = (spec.cohort_name or spec.cohort) if spec else None
+    return Queue(name, cohort or "", quotas, tuple(sorted(feeders.get(name, ()))))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Pathways and images
 
 
-def _arg(args: Iterable[Any], flag: str) -> str:
+def _arg(args: Iterable[str], flag: str) -> str:
     prefix = f"--{flag}="
-    return next((str(a)[len(prefix):] for a in args if str(a).startswith(prefix)), "")
+    return next((a[len(prefix):] for a in args if a.startswith(prefix)), "")
 
 
 def _pathways(resources: Sequence[PlannedResource]) -> tuple[PathwaysService, ...]:
     services = []
     for r in resources:
-        if r.type != JOBSET or _dig(r.inputs, "metadata", "labels", _APP_NAME) != MANAGED_BY_LABELS[_APP_NAME]:
+        if r.type != JOBSET:
             continue
-        containers = [c for job in _dig(r.inputs, "spec", "replicatedJobs") or ()
-                      for c in _dig(job, "template", "spec", "template", "spec", "containers") or ()]
-        head = next((c for c in containers if _arg(c.get("args") or (), "instance_type")), {})
-        args = head.get("args") or ()
+        jobset = JobSetInputs.model_validate(r.inputs)
+        labels = (jobset.metadata.labels if jobset.metadata else None) or {}
+        if labels.get(_APP_NAME) != MANAGED_BY_LABELS[_APP_NAME]:
+            continue
+        containers = [c for job in (jobset.spec.replicated_jobs if jobset.spec else None) or ()
+                      for c in _containers(job)]
+        head = next((c for c in containers if _arg(c.args or (), "instance_type")), None)
+        args = (head.args if head else None) or ()
         services.append(PathwaysService(
-            _text(_dig(r.inputs, "metadata", "name")), _text(_dig(r.inputs, "metadata", "namespace")),
-            _arg(args, "instance_type"), _arg(args, "instance_count"), _text(head.get("image"))))
+            _name(jobset, ""), _namespace(jobset), _arg(args, "instance_type"), _arg(args, "instance_count"),
+            (head.image if head else None) or ""))
     return tuple(sorted(services, key=lambda s: (s.namespace, s.name)))
 
 
+def _containers(job) -> list:
+    pod = job.template and job.template.spec and job.template.spec.template and job.template.spec.template.spec
+    return list((pod.containers if pod else None) or ())
+
+
 def _images(resources: Sequence[PlannedResource]) -> tuple[SidecarImage, ...]:
-    return tuple(sorted((
-        SidecarImage(r.name, tuple(str(t) for t in r.inputs.get("tags") or ()),
-                     _text(_dig(r.inputs, "buildArgs", "BASE_IMAGE")))
-        for r in resources if r.type == IMAGE), key=lambda i: i.name))
+    images = []
+    for r in resources:
+        if r.type == IMAGE:
+            image = ImageInputs.model_validate(r.inputs)
+            images.append(SidecarImage(r.name, tuple(image.tags or ()), _base_image(image)))
+    return tuple(sorted(images, key=lambda i: i.name))
 
 
-def config_objects(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _base_image(image: ImageInputs) -> str:
+    return (image.build_args.base_image if image.build_args else None) or ""
+
+
+def config_objects(inputs: Mapping[str, Any] | ConfigGroupInputs) -> list[tuple[str, str]]:
     """(kind, name) of each object a ConfigGroup applies, `namespace/name` when namespaced."""
+    group = inputs if isinstance(inputs, ConfigGroupInputs) else ConfigGroupInputs.model_validate(inputs)
     found = []
-    for obj in inputs.get("objs") or ():
-        if isinstance(obj, Mapping):
-            meta = obj.get("metadata") or {}
-            name = f"{meta['namespace']}/{meta.get('name', '')}" if meta.get("namespace") else meta.get("name", "")
-            found.append((str(obj.get("kind", "")), str(name)))
+    for obj in group.objs or ():
+        namespace, name = _namespace(obj), _name(obj, "")
+        found.append((obj.kind or "", f"{namespace}/{name}" if namespace else name))
     return found
 
 
 def _cluster(resources: Sequence[PlannedResource]) -> str:
     for r in resources:
         if r.type == CLUSTER:
-            return f"{r.inputs.get('name', r.name)} ({r.inputs.get('location', '?')})"
+            cluster = ClusterInputs.model_validate(r.inputs)
+            return f"{cluster.name or r.name} ({cluster.location or '?'})"
     return ""
 
 
@@ -388,56 +439,61 @@ def key_text(props: list[tuple[str, str]]) -> str:
 
 def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The few properties that say what a resource is, as (label, value) pairs; [] when nothing stands out."""
-    if resource_type == NODE_POOL:
-        node_config = inputs.get("nodeConfig") or {}
-        capacity, reservation = capacity_of(inputs)
-        props = [("machine type", _text(node_config.get("machineType")))]
-        topology = _dig(inputs, "placementPolicy", "tpuTopology")
-        if topology:
-            props.append(("topology", _text(topology)))
-        props += [("nodes", pool_size(inputs)),
-                  ("capacity", f"{capacity} {reservation}".strip() if machine_type_generation(
-                      _text(node_config.get("machineType"))) else capacity)]
-        if node_config.get("maxRunDuration"):
-            props.append(("max run", _text(node_config["maxRunDuration"])))
-        profile = _dig(inputs, "networkConfig", "acceleratorNetworkProfile")
-        if profile:
-            props.append(("accelerator network", _text(profile)))
-        locations = inputs.get("nodeLocations") or [inputs.get("location")]
-        props.append(("zones", ",".join(_text(z) for z in locations if z)))
-        return props
-    if resource_type == CLUSTER_QUEUE:
-        queue = _queue(inputs, "", {})
+    read = read_inputs(resource_type, inputs)
+    if isinstance(read, NodePoolInputs):
+        return _pool_properties(read)
+    if isinstance(read, ClusterQueueInputs):
+        queue = _queue(read, "", {})
         by_flavor = [f"{flavor}: " + ", ".join(_quota_text(q) for q in queue.quotas if q.flavor == flavor)
                      for flavor in queue.flavors]
         return [*([("cohort", queue.cohort)] if queue.cohort else []), ("quota", "; ".join(by_flavor))]
-    if resource_type == LOCAL_QUEUE:
-        return [("namespace", _text(_dig(inputs, "metadata", "namespace"))),
-                ("cluster queue", _text(_dig(inputs, "spec", "clusterQueue")))]
-    if resource_type == RESOURCE_FLAVOR:
-        labels = _dig(inputs, "spec", "nodeLabels") or {}
+    if isinstance(read, LocalQueueInputs):
+        return [("namespace", _namespace(read)), ("cluster queue", (read.spec.cluster_queue if read.spec else None)
+                                                                     or "")]
+    if isinstance(read, ResourceFlavorInputs):
+        labels = (read.spec.node_labels if read.spec else None) or {}
         return [("node labels", ", ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in sorted(labels.items())))]
-    if resource_type == CONFIG_GROUP:
-        return [("objects", ", ".join(f"{kind}/{name}" for kind, name in config_objects(inputs)))]
-    if resource_type == CLUSTER:
-        channel = _dig(inputs, "releaseChannel", "channel")
-        return [(label, _text(value)) for label, value in
-                (("location", inputs.get("location")), ("release channel", channel),
-                 ("deletion protection", inputs.get("deletionProtection"))) if value is not None]
-    if resource_type == RESERVATION:
-        return [("machine type", _text(_dig(inputs, "specificReservation", "instanceProperties", "machineType"))),
-                ("VMs", _text(_dig(inputs, "specificReservation", "count"))), ("zone", _text(inputs.get("zone")))]
-    if resource_type == JOBSET:
-        jobs = _dig(inputs, "spec", "replicatedJobs") or ()
-        return [("jobs", ", ".join(f"{j.get('name')} x{j.get('replicas', 1)}" for j in jobs))]
-    if resource_type == IMAGE:
-        return [("tags", ", ".join(_text(t) for t in inputs.get("tags") or ())),
-                ("base", _text(_dig(inputs, "buildArgs", "BASE_IMAGE")))]
-    if resource_type == "kubernetes:helm.sh/v3:Release":
-        return [(label, _text(inputs.get(key))) for label, key in
-                (("chart", "chart"), ("version", "version"), ("namespace", "namespace")) if inputs.get(key)]
-    if resource_type.startswith("kubernetes:") and isinstance(inputs.get("metadata"), Mapping):
-        namespace = _dig(inputs, "metadata", "namespace")
-        return [("namespace", _text(namespace))] if namespace else []
+    if isinstance(read, ConfigGroupInputs):
+        return [("objects", ", ".join(f"{kind}/{name}" for kind, name in config_objects(read)))]
+    if isinstance(read, ClusterInputs):
+        channel = read.release_channel.channel if read.release_channel else None
+        return [(label, value) for label, value in
+                (("location", read.location), ("release channel", channel),
+                 ("deletion protection", None if read.deletion_protection is None
+                  else json.dumps(read.deletion_protection))) if value is not None]
+    if isinstance(read, ReservationInputs):
+        specific = read.specific_reservation
+        machine_type = specific.instance_properties.machine_type if specific and specific.instance_properties \
+            else None
+        return [("machine type", machine_type or ""), ("VMs", _text(specific.count if specific else None)),
+                ("zone", read.zone or "")]
+    if isinstance(read, JobSetInputs):
+        jobs = (read.spec.replicated_jobs if read.spec else None) or ()
+        return [("jobs", ", ".join(f"{j.name} x{1 if j.replicas is None else j.replicas}" for j in jobs))]
+    if isinstance(read, ImageInputs):
+        return [("tags", ", ".join(read.tags or ())), ("base", _base_image(read))]
+    if isinstance(read, HelmReleaseInputs):
+        return [(label, value) for label, value in
+                (("chart", read.chart), ("version", read.version), ("namespace", read.namespace)) if value]
+    if isinstance(read, KubernetesInputs) and read.metadata is not None:
+        return [("namespace", read.metadata.namespace)] if read.metadata.namespace else []
     return []
 
+
+def _pool_properties(pool: NodePoolInputs) -> list[tuple[str, str]]:
+    config = pool.node_config
+    capacity, reservation = capacity_of(pool)
+    machine_type = _machine_type(pool)
+    props = [("machine type", machine_type)]
+    if _topology(pool):
+        props.append(("topology", _topology(pool)))
+    props += [("nodes", pool_size(pool)),
+              ("capacity", f"{capacity} {reservation}".strip() if machine_type_generation(machine_type) else capacity)]
+    if config and config.max_run_duration:
+        props.append(("max run", config.max_run_duration))
+    profile = pool.network_config.accelerator_network_profile if pool.network_config else None
+    if profile:
+        props.append(("accelerator network", profile))
+    locations = pool.node_locations or [pool.location]
+    props.append(("zones", ",".join(z for z in locations if z)))
+    return props
