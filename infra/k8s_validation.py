@@ -11,6 +11,9 @@
 - A PodMonitoring against its CRD (Managed Prometheus, `monitoring.googleapis.com/v1`), and the CRD's CEL rules:
   a scrape timeout within its interval, one authentication method per endpoint, no Basic `authorization`, and
   Secrets of the PodMonitoring's own namespace only.
+- The API server's own rules on every pod template beyond the schema (core/v1 `ValidatePodSpec`): at least one
+  container; a container's requests not above its limits; extended resources (`google.com/tpu`) not overcommitted:
+  given a limit, and a request (when given) equal to it.
 - The JobSet webhook's create rules beyond the schema (JobSet v0.12 `ValidateCreate`) that a JobSet can break:
   the child Job and pod names it generates are DNS-1035 labels, replicas x parallelism fits an int32,
   failure-policy rule names are unique, and the replicated jobs it refers to exist (dependsOn: an earlier one).
@@ -65,12 +68,70 @@ def _own_schema_errors(obj: dict[str, Any]) -> list[str]:
 
 
 def _core_errors(obj: dict[str, Any]) -> list[str]:
+    """A core kind against its schema, then (when it holds a pod template) the pod rules."""
     try:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
     except kubernetes_validate.ValidationError as exc:
         path = ".".join(str(p) for p in exc.path) or "(root)"
         return [f"{_where(obj)}: {path}: {exc.message}"]
-    return []
+    return _pod_rule_errors(obj)
+
+
+def _extended_resource(name: str) -> bool:
+    """Kubernetes' IsExtendedResourceName: a resource outside the kubernetes.io namespace, such as google.com/tpu;
+    the API server never overcommits one."""
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
+
+
+def _container_errors(container: dict[str, Any], where: str) -> list[str]:
+    from kubernetes.utils import parse_quantity  # here: the kubernetes client package costs 0.1 s to import
+
+    resources = container.get("resources") or {}
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    errors = []
+    for name in sorted({*requests, *limits}):
+        try:
+            request = parse_quantity(requests[name]) if name in requests else None
+            limit = parse_quantity(limits[name]) if name in limits else None
+        except ValueError:
+            errors.append(f"{where}.resources: {name}: must be a quantity such as 4, 500m or 16Gi")
+            continue
+        if _extended_resource(name) and limit is None:
+            errors.append(f"{where}.resources.limits.{name}: Required value: Limit must be set for non "
+                          "overcommitable resources")
+        elif _extended_resource(name) and request is not None and request != limit:
+            errors.append(f"{where}.resources.requests.{name}: Invalid value: {requests[name]}: must be equal to "
+                          f"{name} limit of {limits[name]}")
+        elif request is not None and limit is not None and request > limit:
+            errors.append(f"{where}.resources.requests.{name}: Invalid value: {requests[name]}: must be less than or "
+                          f"equal to {name} limit of {limits[name]}")
+    return errors
+
+
+def _pod_spec_errors(pod: dict[str, Any], where: str) -> list[str]:
+    """The API server's pod rules the schema does not express (core/v1 validation of a PodSpec)."""
+    containers = pod.get("containers") or []
+    errors = [] if containers else [f"{where}.containers: Required value: a pod has at least one container"]
+    for group in ("initContainers", "containers"):
+        for i, container in enumerate(pod.get(group) or []):
+            errors += _container_errors(container, f"{where}.{group}.{i}")
+    return errors
+
+
+# Where each kind holds its pod template's spec.
+_POD_SPECS = {"Pod": ("spec",), "CronJob": ("spec", "jobTemplate", "spec", "template", "spec")}
+_POD_TEMPLATE_KINDS = ("Job", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet")
+
+
+def _pod_rule_errors(obj: dict[str, Any]) -> list[str]:
+    kind = obj.get("kind")
+    path = _POD_SPECS.get(kind) or (("spec", "template", "spec") if kind in _POD_TEMPLATE_KINDS else None)
+    if path is None:
+        return []
+    pod: Any = obj
+    for key in path:
+        pod = pod.get(key) if isinstance(pod, dict) else None
+    return _pod_spec_errors(pod, f"{_where(obj)}: {'.'.join(path)}") if isinstance(pod, dict) else []
 
 
 def _jobset_template_errors(obj: dict[str, Any]) -> list[str]:

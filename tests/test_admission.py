@@ -156,3 +156,64 @@ def test_jobset_of_more_pods_than_an_int32_counts_is_refused(xpk_jobset):
 def test_a_refused_name_with_a_newline_is_quoted_on_one_line(xpk_jobset):
     xpk_jobset["metadata"]["name"] = "<b>x</b>\nnext"
     assert pytest.raises(ConfigError, admitted, xpk_jobset).value.problems[0].path == "JobSet '<b>x</b>\\nnext'"
+
+
+# What the check reads before the schemas: the kind's version and metadata of the shape the API server takes.
+
+
+@pytest.mark.parametrize("change, path", [
+    ({"apiVersion": "jobset.x-k8s.io/v9"}, "apiVersion"),
+    ({"apiVersion": "foo/v9"}, "apiVersion"),
+    ({"apiVersion": [1]}, "apiVersion"),
+    ({"apiVersion": None}, "apiVersion"),
+    ({"metadata": {"name": "x", "labels": ["x"]}}, "metadata.labels"),
+    ({"metadata": {"name": "x", "annotations": {"a": 1}}}, "metadata.annotations.a"),
+    ({"metadata": {"name": "x", "namespace": 5}}, "metadata.namespace"),
+    ({"spec": [1]}, "spec"),
+])
+def test_a_workload_envelope_of_the_wrong_shape_is_refused_by_path(xpk_jobset, change, path):
+    xpk_jobset.update(change)
+    if change.get("apiVersion", "") is None:
+        del xpk_jobset["apiVersion"]
+
+    with pytest.raises(ConfigError) as refused:
+        admitted(xpk_jobset)
+
+    assert [p.path for p in refused.value.problems] == [path]
+
+
+# The API server's pod rules beyond the schema, on every pod template.
+
+
+def pod(obj: dict) -> dict:
+    return obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("resources, message", [
+    ({"requests": {"google.com/tpu": 4}, "limits": {"google.com/tpu": 8}}, "must be equal to google.com/tpu limit of 8"),
+    ({"requests": {"google.com/tpu": 4}}, "Limit must be set for non overcommitable resources"),
+    ({"requests": {"cpu": "2", "google.com/tpu": 4}, "limits": {"cpu": "1", "google.com/tpu": 4}},
+     "must be less than or equal to cpu limit of 1"),
+    ({"requests": {"memory": "2Gi", "google.com/tpu": 4}, "limits": {"memory": "1Gi", "google.com/tpu": 4}},
+     "must be less than or equal to memory limit of 1Gi"),
+])
+def test_a_container_the_api_server_refuses_for_its_resources_is_refused(xpk_jobset, resources, message):
+    pod(xpk_jobset)["containers"][0]["resources"] = resources
+
+    with pytest.raises(ConfigError) as refused:
+        admitted(xpk_jobset)
+
+    assert message in str(refused.value)
+
+
+def test_a_pod_without_containers_is_refused(xpk_jobset):
+    pod(xpk_jobset)["containers"] = []
+
+    assert "a pod has at least one container" in str(pytest.raises(ConfigError, admitted, xpk_jobset).value)
+
+
+def test_an_extended_resource_given_as_a_limit_alone_is_its_request_too(xpk_jobset):
+    pod(xpk_jobset)["containers"][0]["resources"] = {"limits": {"google.com/tpu": 4, "cpu": "2"},
+                                                      "requests": {"cpu": "1"}}
+
+    assert admitted(xpk_jobset)

@@ -154,7 +154,7 @@ def test_check_workload_unknown_local_queue_names_the_stacks_queues(dev):
 
 def test_check_workload_resource_no_group_covers_is_inadmissible(dev):
     manifest = workload("cpu_job.yaml")
-    manifest["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = 1
+    manifest["spec"]["template"]["spec"]["containers"][0]["resources"].setdefault("limits", {})["nvidia.com/gpu"] = 1
 
     [problem] = check_workload(manifest, dev).all_problems()
 

@@ -20,12 +20,46 @@ from __future__ import annotations
 import copy
 from typing import Any, Collection, Mapping
 
+from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, ValidationInfo, field_validator
+
+from tpuplane.infra.args import Source, validation_problems
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.model import camel
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_DEFAULT_LOCAL_QUEUE = "default"  # Kueue's LocalQueue defaulting: the namespace's queue of this name
 DEFAULT_RULE_NAME = "failurePolicyRule{index}"  # JobSet's webhook: the name of an unnamed failure-policy rule
-WORKLOAD_KINDS = ("JobSet", "Job")
+API_VERSIONS = {"JobSet": "jobset.x-k8s.io/v1alpha2", "Job": "batch/v1"}  # the versions the check knows
+WORKLOAD_KINDS = tuple(API_VERSIONS)
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(alias_generator=camel, populate_by_name=True, extra="allow", frozen=True)
+
+
+class _Metadata(_Envelope):
+    name: StrictStr
+    namespace: StrictStr | None = None
+    labels: dict[StrictStr, StrictStr] | None = None
+    annotations: dict[StrictStr, StrictStr] | None = None
+
+
+class WorkloadEnvelope(_Envelope):
+    """What the check reads of a workload document before the schemas judge the rest: its kind, the version
+    of it the check knows, and metadata of the shape the API server takes."""
+
+    kind: StrictStr
+    api_version: StrictStr
+    metadata: _Metadata
+    spec: dict[str, Any] | None = None
+
+    @field_validator("api_version")
+    @classmethod
+    def _known_version(cls, value: str, info: ValidationInfo) -> str:
+        known = API_VERSIONS.get(info.data.get("kind", ""))
+        if known is not None and value != known:
+            raise ValueError(f"{known}, the {info.data['kind']} version tpuplane checks")
+        return value
 
 
 def _dict(parent: Mapping[str, Any], key: str) -> dict[str, Any] | None:
@@ -99,6 +133,10 @@ def admitted(manifest: Mapping[str, Any], queues: Collection[tuple[str, str]] = 
     name = metadata.get("name") if isinstance(metadata, dict) else None
     if not isinstance(name, str) or not name:
         raise ConfigError.at("metadata.name", name, f"the {kind}'s name", "the API server needs one to create it")
+    try:
+        WorkloadEnvelope.model_validate(obj)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc, Source.config("", WorkloadEnvelope))) from None
     _default(metadata, "namespace", "default")
     spec = _dict(obj, "spec")
     if kind == "JobSet" and spec is not None:
