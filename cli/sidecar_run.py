@@ -17,7 +17,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tpuplane.runtime.local_sidecar import LocalSidecar, RemoteError, SidecarError, ensure_sidecar_venv, \
+from tpuplane.infra.redaction import redact_text
+from tpuplane.infra.review.markup import visible
+from tpuplane.runtime.local_sidecar import LocalSidecar, RemoteError, SidecarError, TargetError, ensure_sidecar_venv, \
     resolve_target
 
 EXIT_FAILED = 1
@@ -42,9 +44,10 @@ def sidecar_run_command(
     err = Console(stderr=True, highlight=False, emoji=False)
     try:
         fn = resolve_target(target)
-    except (ImportError, AttributeError, ValueError) as exc:
-        err.print(f"[bold red]error:[/] {escape(target)}: {escape(str(exc))} (expected an importable "
-                  "'package.module:function'; the current directory is importable)", soft_wrap=True)
+    except TargetError as exc:
+        err.print(f"[bold red]error:[/] {escape(redact_text(visible(target)))}: {escape(redact_text(visible(exc)))} "
+                  "(expected an importable 'package.module:function'; the current directory is importable)",
+                  soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     try:
         if requirements is not None:

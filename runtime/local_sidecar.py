@@ -32,6 +32,7 @@ import itertools
 import math
 import os
 import pickletools
+import re
 import secrets
 import select
 import shutil
@@ -715,18 +716,46 @@ def _kill_marked(session: str) -> None:
 # -- running one function ---------------------------------------------------------------------------------------
 
 
+class TargetError(ValueError):
+    """A `module:function` target that cannot be had here: malformed, not importable, or not callable."""
+
+
+_TARGET = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<attribute>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
+
+
+def _import(module_name: str) -> types.ModuleType:
+    """The module, imported here; whatever importing it does wrong (a syntax error, an exception, `sys.exit()`
+    at import) is a TargetError naming it, never this process ending."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise TargetError(str(exc)) from None
+    except SyntaxError as exc:
+        raise TargetError(f"{module_name} does not compile: {exc.msg} ({exc.filename}, line {exc.lineno})") from None
+    except SystemExit as exc:
+        raise TargetError(f"{module_name} exited while being imported (sys.exit({_short_repr(exc.code)}))") from None
+    except Exception as exc:  # noqa: BLE001 - the target's own code failed: name it, whatever it raised
+        raise TargetError(f"importing {module_name} raised {type(exc).__name__}: "
+                          f"{protocol.exception_text(exc)[:300]}") from None
+
+
 def resolve_target(target: str) -> Callable[..., Any]:
-    """'package.module:function' -> the function, imported here like `python -m` would (cwd importable)."""
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"target must be 'module:function', got {target!r}")
+    """'package.module:function' -> the function, imported here like `python -m` would (cwd importable).
+    Raises TargetError for anything else: a path, a relative name, a module that cannot be imported."""
+    match = _TARGET.fullmatch(target)
+    if match is None:
+        raise TargetError(f"target must be 'package.module:function' (dotted names: no path, no relative import), "
+                          f"got {_short_repr(target)}")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    obj: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        obj = getattr(obj, part)
+    obj: Any = _import(match["module"])
+    for part in match["attribute"].split("."):
+        try:
+            obj = getattr(obj, part)
+        except Exception as exc:  # noqa: BLE001 - AttributeError, or whatever a module's __getattr__ raises
+            raise TargetError(f"{match['module']} has no {match['attribute']!r}: {type(exc).__name__}") from None
     if not callable(obj):
-        raise ValueError(f"{target!r} is not callable: {_short_repr(obj)}")
+        raise TargetError(f"{target!r} is not callable: {_short_repr(obj)}")
     return obj
 
 

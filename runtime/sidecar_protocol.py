@@ -52,6 +52,14 @@ class PeerClosed(ConnectionError):
     """The connection ended, cleanly between messages or in the middle of one."""
 
 
+def exception_text(exc: BaseException) -> str:
+    """`str(exc)`, or what went wrong making it: a broken `__str__` must not hide the error it describes."""
+    try:
+        return str(exc)
+    except BaseException as failure:  # noqa: BLE001 - whatever __str__ raises
+        return f"<str() of the exception failed: {type(failure).__name__}>"
+
+
 def require_cloudpickle() -> ModuleType:
     """cloudpickle, or an ImportError that says which extra brings it."""
     try:

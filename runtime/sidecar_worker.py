@@ -310,16 +310,9 @@ def _error_meta(exc: BaseException, phase: str) -> dict[str, Any]:
     return {
         "phase": phase,
         "exc_type": _bounded(f"{type(exc).__module__}.{type(exc).__qualname__}", 1024),
-        "message": _bounded(_safe_str(exc), MAX_ERROR_MESSAGE_CHARS),
+        "message": _bounded(protocol.exception_text(exc), MAX_ERROR_MESSAGE_CHARS),
         "traceback": _bounded(_safe_traceback(exc), MAX_TRACEBACK_CHARS),
     }
-
-
-def _safe_str(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except BaseException as failure:  # noqa: BLE001 - a broken __str__ must not end the worker
-        return f"<str() of the exception failed: {type(failure).__name__}>"
 
 
 def _safe_traceback(exc: BaseException) -> str:

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TPUPLANE = Path(sys.executable).with_name("tpuplane")
 
 
@@ -25,3 +27,26 @@ def test_sidecar_run_target_missing_from_the_current_directory_is_bad_input(tmp_
 
     assert run.returncode == 2
     assert "No module named 'mypkg'" in run.stderr and "Traceback" not in run.stderr
+
+
+def sidecar_run(folder: Path, target: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(TPUPLANE), "sidecar", "run", target], cwd=folder, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("source, target, says", [
+    ("def f(:\n", "broken:f", "broken does not compile: invalid syntax"),
+    ("raise RuntimeError('boom')\n", "broken:f", "importing broken raised RuntimeError: boom"),
+    ("import sys\nsys.exit(0)\ndef f():\n    return 1\n", "broken:f", "broken exited while being imported (sys.exit(0))"),
+    ("def f():\n    return 1\n", "./broken.py:f", "target must be 'package.module:function'"),
+    ("def f():\n    return 1\n", ".broken:f", "no relative import"),
+    ("def f():\n    return 1\n", "broken:g", "broken has no 'g'"),
+])
+def test_sidecar_run_target_that_cannot_be_imported_exits_2_with_one_line(tmp_path, source, target, says):
+    """A module exiting at import (`sys.exit(0)`) must not make the command exit 0 with no output."""
+    (tmp_path / "broken.py").write_text(source)
+
+    run = sidecar_run(tmp_path, target)
+
+    assert (run.returncode, run.stdout) == (2, "")
+    assert says in run.stderr and "Traceback" not in run.stderr and len(run.stderr.splitlines()) == 1
