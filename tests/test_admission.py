@@ -190,7 +190,8 @@ def pod(obj: dict) -> dict:
 
 
 @pytest.mark.parametrize("resources, message", [
-    ({"requests": {"google.com/tpu": 4}, "limits": {"google.com/tpu": 8}}, "must be equal to google.com/tpu limit of 8"),
+    ({"requests": {"google.com/tpu": 4}, "limits": {"google.com/tpu": 8}},
+     "must be equal to google.com/tpu limit of 8"),
     ({"requests": {"google.com/tpu": 4}}, "Limit must be set for non overcommitable resources"),
     ({"requests": {"cpu": "2", "google.com/tpu": 4}, "limits": {"cpu": "1", "google.com/tpu": 4}},
      "must be less than or equal to cpu limit of 1"),

@@ -37,7 +37,8 @@ def sidecar_run(folder: Path, target: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("source, target, says", [
     ("def f(:\n", "broken:f", "broken does not compile: invalid syntax"),
     ("raise RuntimeError('boom')\n", "broken:f", "importing broken raised RuntimeError: boom"),
-    ("import sys\nsys.exit(0)\ndef f():\n    return 1\n", "broken:f", "broken exited while being imported (sys.exit(0))"),
+    ("import sys\nsys.exit(0)\ndef f():\n    return 1\n", "broken:f",
+     "broken exited while being imported (sys.exit(0))"),
     ("def f():\n    return 1\n", "./broken.py:f", "target must be 'package.module:function'"),
     ("def f():\n    return 1\n", ".broken:f", "no relative import"),
     ("def f():\n    return 1\n", "broken:g", "broken has no 'g'"),
