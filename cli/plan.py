@@ -68,18 +68,15 @@ def read_stack_file(path: Path, project: str) -> dict[str, Any]:
 
 def make_plan(project: PulumiProject, config: dict[str, Any], stack: str):
     """Run the stack program under mocks. Bad config surfaces as ConfigError, whatever layer raised it."""
-    import pulumi  # the infra extra; imported here so `tpuplane catalog` stays light
-
+    from tpuplane.components.errors import InvalidInput  # the infra extra: here, so `tpuplane catalog` stays light
     from tpuplane.components.offline import run_program_file
     from tpuplane.infra.review.plan import inputs_problems
 
     try:
         with contextlib.chdir(project.main.parent):  # where Pulumi runs the program: relative paths plan the same
             plan = run_program_file(project.main, config, project=project.name, stack=stack)
-    except pulumi.RunError as exc:
-        if isinstance(exc.__cause__, ConfigError):
-            raise exc.__cause__ from None
-        raise
+    except InvalidInput as exc:  # the stack config, or an Args value known only once another resource exists
+        raise exc.error from None
     problems = inputs_problems(plan, f"the plan of stack {stack}")  # what the reports read, as a plan file is read
     if problems:
         raise ConfigError(problems)

@@ -23,8 +23,10 @@ import pulumi_gcp as gcp
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import child_options
+from tpuplane.components.outputs import checked_when_known
+from tpuplane.infra.args import Source
 from tpuplane.infra.pathways.args import read_service
-from tpuplane.infra.pathways.config import PathwaysPlan, ServiceSpec, plan_service
+from tpuplane.infra.pathways.config import SERVICE_ARGS, PathwaysPlan, ServiceSpec, plan_service
 from tpuplane.infra.pathways.service import (
     render_pathways_namespace,
     render_pathways_network_policy,
@@ -103,7 +105,10 @@ class SharedPathwaysService(pulumi.ComponentResource):
         manifest_resource(render_pathways_network_policy(plan.name, plan.proxy_namespaces), in_namespace)
 
         bucket_name = self._scratch_bucket(name, pw, plan)
-        members = [pulumi.Output.concat("serviceAccount:", pw.node_service_account),
+        node_service_account, sidecar_image = (
+            checked_when_known(getattr(pw, field), ServiceSpec, field, Source.args(SERVICE_ARGS, ServiceSpec))
+            for field in ("node_service_account", "sidecar_image"))
+        members = [pulumi.Output.concat("serviceAccount:", node_service_account),
                    *plan.workload_identity_members(pw.project)] if pw.grant_bucket_access else []
         grants = [
             gcp.storage.BucketIAMMember(f"{name}-scratch-{i}", bucket=bucket_name, role=BUCKET_ROLE, member=member,
@@ -118,9 +123,8 @@ class SharedPathwaysService(pulumi.ComponentResource):
                 placement_policy=plan.placement_policy, sidecar_image=sidecar)
 
         manifest = render(None)
-        image = pw.sidecar_image
-        if image is not None:
-            manifest["spec"] = pulumi.Output.from_input(image).apply(lambda ref: render(ref)["spec"])
+        if sidecar_image is not None:
+            manifest["spec"] = pulumi.Output.from_input(sidecar_image).apply(lambda ref: render(ref)["spec"])
         manifest_resource(manifest, child_options(
             self, opts,
             depends_on=[namespace, *grants],

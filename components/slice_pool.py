@@ -8,6 +8,7 @@ import pulumi_gcp as gcp
 
 from tpuplane.components.batch_args import KueuePoolArgs
 from tpuplane.components.options import child_options
+from tpuplane.components.outputs import checked_when_known
 from tpuplane.infra.args import Source
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.cluster import NODE_OAUTH_SCOPES
@@ -129,13 +130,6 @@ class TpuSlicePoolArgs(TypedDict):
 _SOURCE = Source.args(POOL_ARGS, SlicePoolSpec)
 
 
-def _checked_reservation(pool: SlicePoolSpec, value: object) -> str:
-    problems = pending_reservation_problems(pool, value, _SOURCE)
-    if problems:
-        raise ConfigError(problems)
-    return str(value)
-
-
 def _read(name: str, args: object) -> SlicePoolSpec:
     """The Args read, the group named after the component unless they name it."""
     try:
@@ -164,7 +158,10 @@ class TpuSlicePool(pulumi.ComponentResource):
         # every check before the component registers anything (Args a stack config already read pass as they are)
         pool = _read(name, {**args, "reservation": PENDING_RESERVATION} if pending else args)
         if pending:  # the rest of the rules judge it once the other resource gives its name
-            reservation = reservation.apply(lambda value: _checked_reservation(pool, value))
+            reservation = checked_when_known(reservation, SlicePoolSpec, "reservation", _SOURCE, rules=(
+                lambda value: pending_reservation_problems(pool, value, _SOURCE),))
+        cluster, service_account = (checked_when_known(getattr(pool, field), SlicePoolSpec, field, _SOURCE)
+                                    for field in ("cluster", "service_account"))
         plan = plan_slice_group(pool)
         super().__init__("tpuplane:index:TpuSlicePool", name, {}, opts)
         self._plan = plan
@@ -183,7 +180,7 @@ class TpuSlicePool(pulumi.ComponentResource):
             gcp.container.NodePool(
                 slice_pool.name,
                 **_node_pool_args(slice_pool, project=project, location=pool.location, zone=zone,
-                                  cluster=pool.cluster, service_account=pool.service_account,
+                                  cluster=cluster, service_account=service_account,
                                   policy_name=policy_name, reservation=reservation if pending else None),
                 # Pools that scale from zero are sized by the autoscaler; only their first size is ours.
                 opts=child_options(self, opts, depends_on=[self._workload_policy] if self._workload_policy else (),

@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import CONFIG
 
+from tpuplane.components.errors import InvalidInput
 from tpuplane.components.reservation_lookup import external_reservation_problems
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.stack import StackConfig, load_stack_config
@@ -29,7 +30,7 @@ def read_stack_config(project_dir: Path, *, look_up_reservations: bool = True) -
     does not create looked up in Compute Engine (unless `look_up_reservations` is false: a program with no GCP
     provider, the sandbox's). Bad input stops the program before any resource is registered.
 
-    The `ConfigError` rides as the cause of a `pulumi.RunError`, which Pulumi prints without a traceback;
+    The `ConfigError` rides in an `InvalidInput` (a `pulumi.RunError`), which Pulumi prints without a traceback;
     `tpuplane plan` prints the same message and exits with status 2.
     """
     raw = {key: _parse(key, value) for key, value in sorted(CONFIG.get().items())}
@@ -39,5 +40,5 @@ def read_stack_config(project_dir: Path, *, look_up_reservations: bool = True) -
         if problems:
             raise ConfigError(problems)
     except ConfigError as exc:
-        raise pulumi.RunError(f"invalid stack config:\n{exc}") from exc
+        raise InvalidInput("stack config", exc) from exc
     return cfg

@@ -9,11 +9,12 @@ source, so an error names what the user wrote: `tpuplane:cluster.cpuPool.minNode
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterable, Mapping, TypeVar
 
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BeforeValidator, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from tpuplane.infra.errors import ConfigError, Problem
@@ -224,24 +225,42 @@ def _field_info(model: type[ConfigModel] | None, names: list[str | int]) -> Fiel
 
 # ---- text fields --------------------------------------------------------------------------------------------
 
-# What a value taken from another resource (a pulumi Output) is not: plain data of the wrong kind.
-_PLAIN_DATA = (str, bool, int, float, bytes, list, tuple, dict, set)
+def is_output(value: object) -> bool:
+    """A value another resource gives once it exists (a `pulumi.Output`, or an awaitable `pulumi.Input`), told
+    by its shape: the core never imports pulumi."""
+    return inspect.isawaitable(value) or (callable(getattr(value, "apply", None))
+                                          and callable(getattr(value, "is_secret", None)))
 
 
 def text(allowed: str, pattern: re.Pattern[str] | None = None, *, output_ok: bool = False) -> Any:
     """The type of a text field: non-empty text that matches `pattern`, else an error saying `allowed`. With
-    `output_ok` (a `pulumi.Input` field) it also takes a value from another resource, which only the cloud can
-    judge. None passes (an optional field's default)."""
+    `output_ok` (a `pulumi.Input` field) it also takes another resource's output, judged by the same rule once its
+    value is known (`field_problems`). None passes (an optional field's default)."""
     says = allowed + (" or another resource's output" if output_ok else "")
 
     def check(value: object) -> object:
         if value is None or (isinstance(value, str) and value and (pattern is None or pattern.fullmatch(value))):
             return value
-        if output_ok and not isinstance(value, _PLAIN_DATA):
-            return value  # an Output of another resource
+        if output_ok and is_output(value):
+            return value
         raise ValueError(says)
 
     return Annotated[Any, BeforeValidator(check), Allowed(allowed)]
+
+
+def field_problems(model: type[ConfigModel], name: str, value: object, source: Source) -> list[Problem]:
+    """`value` judged by the type of `model`'s field `name` alone: for a value that was another resource's output
+    when the Args were read, now that it is known."""
+    info = model.model_fields[name]
+    try:
+        TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+                    ).validate_python(value)
+    except ValidationError as exc:
+        marker = field_marker(info, Allowed)
+        return [Problem(p.path, p.given, marker.text if marker else p.allowed,
+                        "the value the output this field was given resolved to")
+                for p in validation_problems(exc, Source(source.path(name), None, source.stack))]
+    return []
 
 
 def text_list(allowed: str, pattern: re.Pattern[str]) -> Any:

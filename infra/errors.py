@@ -36,11 +36,33 @@ class Problem:
         return self.path, _shown(self.given)
 
 
+class _Sized:
+    """Stands in for a huge integer in a message: its size, since its repr can raise (over 4,300 digits)."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+
+    def __repr__(self) -> str:
+        return f"<a {self.bits}-bit integer>"
+
+
+def _without_huge_integers(value: object, depth: int = 0) -> object:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return _Sized(value.bit_length())
+    if depth < 32 and isinstance(value, (list, tuple)):
+        return type(value)(_without_huge_integers(v, depth + 1) for v in value)
+    if depth < 32 and isinstance(value, dict):
+        return {k: _without_huge_integers(v, depth + 1) for k, v in value.items()}
+    return value
+
+
 def _shown(given: object) -> str:
-    """The given value as a message shows it: huge integers by size (their repr can raise), long values cut."""
-    if isinstance(given, int) and not isinstance(given, bool) and given.bit_length() > 64:
-        return f"<a {given.bit_length()}-bit integer>"
-    text = repr(given)
+    """The given value as a message shows it: huge integers by size, at any depth (their repr can raise), long
+    values cut, and an object whose repr fails by its type."""
+    try:
+        text = repr(_without_huge_integers(given))
+    except Exception:  # noqa: BLE001 - a value from a user's program may have any __repr__
+        text = f"<a {type(given).__name__}>"
     return text if len(text) <= _SHOWN_MAX else text[:_SHOWN_MAX - 1] + "…"
 
 

@@ -49,10 +49,12 @@ _TOKEN = re.compile(
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r")")
 # The userinfo of a URL: everything up to the LAST `@` of the authority (a password may hold `@`); with a scheme,
-# protocol-relative (`//user:pw@host`), or bare before a host name (`user:pw@host.example`, as pip and git take it).
+# protocol-relative (`//user:pw@host`), or bare before a host name and a path or port (`user:pw@host.example/simple`,
+# as pip takes an index). An IAM member (`serviceAccount:name@project.iam.gserviceaccount.com`) has neither.
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://|(?<![:/])//)(?P<userinfo>[^/?#\s]*)@")
 _BARE_USERINFO = re.compile(
-    r"(?<![^\s\"'=(\[,<])(?P<userinfo>[A-Za-z0-9._~%!$&*+-]+:[^\s/?#@\"']+)@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
+    r"(?<![^\s\"'=(\[,<])(?P<userinfo>[A-Za-z0-9._~%!$&*+-]+:[^\s/?#@\"']+)@"
+    r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?:/|:[0-9]))")
 _CREDENTIAL_PARAM = re.compile(
     r"(?P<name>[?&;](?:[A-Za-z0-9_.-]*(?:token|secret|password|passwd|signature|credential|api[_-]?key|apikey)"
     r"[A-Za-z0-9_.-]*|key|sig|auth|code)=)(?P<value>[^&#\s\"']+)", re.IGNORECASE)

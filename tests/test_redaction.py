@@ -140,6 +140,7 @@ def test_redact_text_masks_only_the_secret_part(text, shown):
 
 @pytest.mark.parametrize("text", ["secretName: db-creds", "--token-file=/var/run/token", "numpy<2",
                                   "Basic authentication is off", "img:1@sha256:0a1b", "git@github.com:org/repo",
+                                  "serviceAccount:nodes@acme-ml.iam.gserviceaccount.com",
                                   "ssh://git@github.com/org/repo", "us-east5-b", "ct6e-standard-4t"])
 def test_redact_text_leaves_references_and_plain_values(text):
     assert redact_text(text) == text

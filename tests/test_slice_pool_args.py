@@ -7,6 +7,7 @@ import pulumi
 import pytest
 
 from tpuplane.components import offline
+from tpuplane.components.errors import InvalidInput
 from tpuplane.components import TpuReservation, TpuReservationArgs, TpuSlicePool, TpuSlicePoolArgs
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.plan import Plan
@@ -81,13 +82,11 @@ def test_tpu_slice_pool_waits_for_a_reservation_given_by_its_name_output():
 
 
 def test_tpu_slice_pool_judges_a_reservation_name_output_once_it_is_known():
-    """From other Pulumi languages every Input is an Output: its value meets the same rules when it resolves."""
-    with pytest.raises(Exception) as raised:  # Pulumi reports it while it resolves the node pools' inputs
+    """From other Pulumi languages every Input is an Output: its value meets the same rules when it resolves, and
+    Pulumi reports it as a RunError (printed without a traceback) carrying the ConfigError."""
+    with pytest.raises(InvalidInput) as raised:
         plan(lambda: TpuSlicePool("train", existing_cluster_args(
             tpu_type="v5p-128", capacity="reservation",
             reservation=pulumi.Output.from_input("projects/other-proj/reservations/r/reservationBlocks/b"))))
-    causes = [raised.value]
-    while causes[-1].__cause__ is not None:
-        causes.append(causes[-1].__cause__)
-    [error] = [cause for cause in causes if isinstance(cause, ConfigError)]
-    assert [p.path for p in error.problems] == ["TpuSlicePoolArgs.reservation"]
+
+    assert [p.path for p in raised.value.error.problems] == ["TpuSlicePoolArgs.reservation"]
