@@ -210,8 +210,11 @@ def _redact_all(value: Any) -> Any:
 
 
 def redact_inputs(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """A resource's inputs, redacted; a Kubernetes Secret resource loses every value of `data`/`stringData`."""
+    """A resource's inputs, redacted; a Kubernetes Secret resource loses every value of `data`/`stringData`, and
+    inputs the engine marks secret as a whole (a plan file can say so) are all hidden, as `{"[secret]": ...}`."""
     out = redact(dict(inputs))
+    if not isinstance(out, dict):
+        return {REDACTED: REDACTED}
     if resource_type.startswith("kubernetes:core/v1:Secret"):
         out.update({k: _redact_all(inputs[k]) for k in ("data", "stringData") if k in inputs})
     return out
