@@ -116,3 +116,15 @@ def test_a_redacted_value_where_a_mapping_is_read_reads_as_absent(dev_plan):
     reports = review(dev_plan, replaced(dev_plan, ("resources", index, "inputs", "nodeConfig"), "[secret]"))
 
     assert all(reports)
+
+
+def test_resources_that_are_their_own_ancestors_are_refused(dev_plan):
+    """A parent loop would walk the component tree forever."""
+    head = copy.deepcopy(dev_plan)
+    first, second = head["resources"][0], head["resources"][1]
+    first["parent"], second["parent"] = second["urn"], first["urn"]
+
+    with pytest.raises(ConfigError) as refused:
+        review(dev_plan, head)
+
+    assert {p.path for p in refused.value.problems} >= {"head plan: resources[0].parent", "head plan: resources[1].parent"}

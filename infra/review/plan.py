@@ -9,7 +9,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -36,7 +36,7 @@ class PlannedResource(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
-    urn: StrictStr
+    urn: Annotated[StrictStr, Field(min_length=1)]
     type: StrictStr
     name: StrictStr
     parent: StrictStr | None = None
@@ -152,12 +152,36 @@ def parse_plan(raw: object, source: str = "plan") -> Plan:
     if problems:
         raise ConfigError(problems)
     seen: set[str] = set()
+    where = Source.config(f"{source}:", Plan)
     for i, r in enumerate(plan.resources):
         if r.urn in seen:
-            raise ConfigError.at(Source.config(f"{source}:", Plan).path("resources", i, "urn"), r.urn,
+            raise ConfigError.at(where.path("resources", i, "urn"), r.urn,
                                  "each URN once", "a plan lists every resource exactly once")
         seen.add(r.urn)
+    looped = _in_parent_loops(plan)
+    if looped:
+        raise ConfigError([Problem(where.path("resources", i, "parent"), _shown(plan.resources[i].parent),
+                                   "a resource that is not its own ancestor",
+                                   "parents form a tree: the stack at its root") for i in looped])
     return plan
+
+
+def _in_parent_loops(plan: Plan) -> list[int]:
+    """The indexes of resources whose chain of parents comes back to itself; each chain is walked once."""
+    parents = {r.urn: r.parent for r in plan.resources}
+    settled: set[str] = set()  # chains known to end at a root
+    looped: set[str] = set()
+    for r in plan.resources:
+        chain: list[str] = []
+        urn: str | None = r.urn
+        while urn in parents and urn not in settled and urn not in looped and urn not in chain:
+            chain.append(urn)
+            urn = parents[urn]
+        if urn in chain or urn in looped:
+            looped.update(chain)
+        else:
+            settled.update(chain)
+    return [i for i, r in enumerate(plan.resources) if r.urn in looped]
 
 
 # TPU facts of a node pool, from its machine type (GCE names; the `-Nt` suffix is chips per VM)
