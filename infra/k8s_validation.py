@@ -30,7 +30,7 @@ from typing import Any, Iterable
 import jsonschema
 import kubernetes_validate
 
-from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX
+from tpuplane.infra.naming import DNS_LABEL, INT32_MAX, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX
 
 K8S_VERSION = "1.32.0"
 _OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io", "monitoring.googleapis.com")
@@ -38,7 +38,6 @@ _OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io", "monitoring.googleapi
 _DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
                 "y": 31_536_000_000}
-INT32_MAX = 2**31 - 1
 
 
 class InvalidManifest(ValueError):

@@ -17,6 +17,7 @@ GKE_MAX_NODES = 15_000  # nodes per Standard cluster, GKE's default limit
 COMPUTE_NAME_MAX = 63  # Compute Engine resources: reservations, resource policies
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM service account ids: 6 to 30 characters
 K8S_LABEL_VALUE_MAX = 63
+INT32_MAX = 2**31 - 1  # what a Kubernetes int32 field (replicas, maxRestarts, ttlSecondsAfterFinished) holds
 # The Job controller ends a pod's name with '-' and 5 random characters; JobSet's webhook checks the longest pod
 # name of a JobSet with this stand-in, and refuses the JobSet when it exceeds 63 characters.
 POD_NAME_SUFFIX = "-abcde"

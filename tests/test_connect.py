@@ -309,6 +309,8 @@ def process_gone(pid: int) -> bool:
     ({"tpus": {"v6e-4": True}}, "tpus['v6e-4']"),
     ({"tpus": {}}, "tpus"),
     ({"tpus": {"v6e-4": 1, "tpuv6e:2x2": 1}}, "tpus['tpuv6e:2x2']"),
+    ({"tpus": {"v6e-16": 10**30}}, "tpus['v6e-16']"),  # more slices than any cluster holds
+    ({"tpus": {"v6e-16": 3751}}, "tpus['v6e-16']"),
     ({"gcs_bucket": "gs://ab"}, "gcs_bucket"),
     ({"gcs_bucket": "gs://My-Bucket"}, "gcs_bucket"),
     ({"gcs_bucket": "gs://-bucket"}, "gcs_bucket"),

@@ -127,6 +127,12 @@ def test_experiment_empty_grid_list_is_refused():
     assert [p.path for p in experiment_problems(experiment(grid={"lr": []}))] == ["grid.lr"]
 
 
+@pytest.mark.parametrize("sweep", [{"trials": []}, {"grid": {}}])
+def test_experiment_empty_sweep_is_refused_not_run_once(sweep):
+    """`trials: []` is a sweep of nothing, like an empty grid value: not the single run of no sweep at all."""
+    assert [p.path for p in experiment_problems(experiment(**sweep))] == list(sweep)
+
+
 def test_experiment_name_limit_accounts_for_the_trial_suffix():
     # a v6e-16 workload name is at most 47: its last pod name <name>-slice-0-3-<5 random> fits in 63
     ok_len = 47 - len("-abcdef")

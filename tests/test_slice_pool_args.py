@@ -44,6 +44,9 @@ def test_tpu_slice_pool_adds_slices_to_a_cluster_it_did_not_create():
     ({"max_run_duration": "3600s"}, "TpuSlicePoolArgs.max_run_duration"),
     ({"project": 7}, "TpuSlicePoolArgs.project"),
     ({"zone": "nozone"}, "TpuSlicePoolArgs.zone"),
+    ({"zone": "europe-west4-a"}, "TpuSlicePoolArgs.zone"),  # outside the cluster's region
+    ({"location": "us-central1-a"}, "TpuSlicePoolArgs.zone"),
+    ({"cluster": object()}, "TpuSlicePoolArgs.cluster"),
     ({"location": ""}, "TpuSlicePoolArgs.location"),
     ({"cluster": ["their-cluster"]}, "TpuSlicePoolArgs.cluster"),
     ({"cluster_name": 123}, "TpuSlicePoolArgs.cluster_name"),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from conftest import pod_spec
 
@@ -462,3 +463,11 @@ def test_single_host_tpu7x_pods_select_no_workload_policy():
     pod = pod_spec(render_tpu_jobset(workload(tpu_type="tpu7x-8", slices=1, capacity="on-demand"), cfg.batch))
 
     assert "cloud.google.com/placement-policy-name" not in pod["nodeSelector"] and "affinity" not in pod
+
+
+@pytest.mark.parametrize("field", ["max_restarts", "ttl_seconds_after_finished"])
+def test_workload_counts_the_jobset_holds_in_an_int32_refuse_more(field):
+    with pytest.raises(ValidationError) as refused:
+        workload(**{field: 10**12})
+
+    assert [e["loc"] for e in refused.value.errors()] == [(field,)]

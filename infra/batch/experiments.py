@@ -133,6 +133,9 @@ def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = No
     for key, values in exp.grid.items():
         if not values:
             problems.append(Problem(f"grid.{key}", values, "at least one value"))
+    problems += [Problem(key, getattr(exp, key), f"at least one {what}", "leave the key out to run the workload once")
+                 for key, what in (("grid", "parameter"), ("trials", "trial"))
+                 if key in exp.model_fields_set and not getattr(exp, key)]
     for key in sorted({k for t in [exp.grid, *exp.trials] for k in t}):
         if not _PARAM_NAME.fullmatch(key):
             problems.append(Problem("grid" if key in exp.grid else "trials", key,

@@ -43,7 +43,7 @@ from tpuplane.infra.batch.kueue import (
 )
 from tpuplane.infra.batch.kueue_config import DEFAULT_PRIORITY, priority_problem
 from tpuplane.infra.model import ConfigModel
-from tpuplane.infra.naming import DNS_LABEL, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX, workload_policy_name
+from tpuplane.infra.naming import DNS_LABEL, INT32_MAX, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX, workload_policy_name
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     GKE_MULTISLICE_RULE,
@@ -116,9 +116,9 @@ class TpuWorkloadSpec(ConfigModel):
     namespace: str | None = None  # default: the queue's namespace
     queue: str | None = None  # default: the stack's only LocalQueue (xpk's multislice-queue)
     priority: str | None = None  # default: the team's priority, else medium
-    max_restarts: int = Field(0, ge=0)
+    max_restarts: int = Field(0, ge=0, le=INT32_MAX)  # JobSet's failurePolicy.maxRestarts is an int32
     restart_on_exit_codes: list[int] = []
-    ttl_seconds_after_finished: int | None = Field(None, ge=0)  # None: the JobSet stays until deleted
+    ttl_seconds_after_finished: int | None = Field(None, ge=0, le=INT32_MAX)  # None: stays until deleted
     termination_grace_period_seconds: int = Field(30, ge=0)
     service_account: str | None = None
     labels: dict[str, str] = {}  # extra labels on the JobSet and its pods

@@ -251,6 +251,10 @@ def slice_pool_problems(pool: SlicePoolSpec, source: Source) -> list[Problem]:
         problems.append(Problem(source.path("dedicated_owner"), None,
                                 "the name of the service that holds the dedicated slices (a DNS label)",
                                 "this field is required"))
+    region = pool.location if REGION.fullmatch(pool.location) else pool.location.rsplit("-", 1)[0]
+    if pool.zone.rsplit("-", 1)[0] != region:
+        problems.append(Problem(source.path("zone"), pool.zone, f"a zone of the cluster's region, {region}",
+                                f"GKE puts a cluster's nodes in its own region (location {pool.location})"))
     return problems
 
 

@@ -21,6 +21,7 @@ from tpuplane.infra.args import Source, read_checked
 from tpuplane.infra.errors import ConfigError, Problem, problems_of
 from tpuplane.infra.fleet.catalog import TpuSpec, UnknownTpuType, resolve_pathways_instance_type, resolve_tpu_type
 from tpuplane.infra.model import ConfigModel
+from tpuplane.infra.naming import GKE_MAX_NODES
 from tpuplane.infra.pathways.images import pull_policy
 
 PROXY_PORT = 29000  # the IFRT proxy's gRPC port; clients use JAX_BACKEND_TARGET=grpc://...:29000
@@ -183,6 +184,10 @@ def parse_tpus(tpus: Mapping[str, int], *, path: str = "tpus") -> list[tuple[Tpu
             continue
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             problems.append(Problem(entry, count, "an integer slice count >= 1"))
+            continue
+        if count * spec.vms_per_slice > GKE_MAX_NODES:  # no cluster holds them: a typo, not a request
+            problems.append(Problem(entry, count, f"at most {GKE_MAX_NODES // spec.vms_per_slice} slices of "
+                                    f"{spec.vms_per_slice} VMs: a GKE cluster holds {GKE_MAX_NODES:,} nodes"))
             continue
         if spec.pathways_instance_type in first_name:
             problems.append(Problem(entry, name, "each slice shape once",
