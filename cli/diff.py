@@ -46,9 +46,10 @@ def diff_command(
 
     try:
         base_plan, head_plan = _read_plan(base, "base"), _read_plan(head, "head")
-        diff = diff_plans(base_plan, head_plan)
-        # The report's summaries and key properties are read from redacted plans, like the property changes
-        context = diff_context(base_plan.redacted(), head_plan.redacted(), load_prices(prices))
+        # the property changes are shown from the redacted plans, and the summaries and key properties read them
+        redacted = base_plan.redacted(), head_plan.redacted()
+        diff = diff_plans(base_plan, head_plan, redacted)
+        context = diff_context(*redacted, load_prices(prices))
     except ConfigError as err:
         typer.echo(f"tpuplane diff: bad input\n{err}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None

@@ -14,6 +14,7 @@ so every layer (errors, plans, reports, the runtime's tools) uses it without rea
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,7 +25,8 @@ PULUMI_SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
 MASK = "***"
 
-_SECRET_WORDS = r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|private[_-]?key|credentials?|auth[_-]?key|bearer"
+_SECRET_WORDS = (r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|private[_-]?key|credentials?"
+                 r"|auth[_-]?key|bearer")
 SECRET_KEY = re.compile(_SECRET_WORDS, re.IGNORECASE)
 # Keys that name or point at a secret rather than hold one: secretName, secretRef, secret_uri, tokenFile...
 _SECRET_REFERENCE_KEY = re.compile(
@@ -66,8 +68,9 @@ _ASSIGNMENT = re.compile(
     r"(?P<sep>[ \t]*[=:][ \t]*|[ \t]+)")
 # The credentials of an HTTP auth scheme wherever they stand (`curl --header "Bearer x"`); `Basic` only before
 # something encoded (a word of lowercase letters after it is prose).
-_AUTH_SCHEME = re.compile(r"(?P<scheme>(?<![A-Za-z0-9])(?:[Bb]earer|BEARER)[ \t]+)(?P<value>[^\s\"',;]+)"
-                          r"|(?P<basic>(?<![A-Za-z0-9])(?:[Bb]asic|BASIC)[ \t]+)(?P<encoded>(?![a-z]+\b)[A-Za-z0-9+/]{8,}=*)")
+_AUTH_SCHEME = re.compile(
+    r"(?P<scheme>(?<![A-Za-z0-9])(?:[Bb]earer|BEARER)[ \t]+)(?P<value>[^\s\"',;]+)"
+    r"|(?P<basic>(?<![A-Za-z0-9])(?:[Bb]asic|BASIC)[ \t]+)(?P<encoded>(?![a-z]+\b)[A-Za-z0-9+/]{8,}=*)")
 # A container env entry written out as text (a dict's repr, JSON): `'name': 'DB_PASSWORD', 'value': 'x'`.
 _ENV_ENTRY = re.compile(
     r"""(?P<head>(?P<q>["']?)(?:name|key)(?P=q)[ \t]*[:=][ \t]*["']?(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)["']?"""
@@ -99,7 +102,8 @@ def _is_service_account_key(value: Mapping[str, Any]) -> bool:
 
 def is_secret_text(text: str) -> bool:
     """A string that is wholly a secret wherever it sits: a private key or a service-account key file."""
-    return bool(_PEM_PRIVATE_KEY.search(text)) or (bool(_SA_KEY_JSON.search(text)) and "private_key" in text)
+    return ("PRIVATE KEY" in text and bool(_PEM_PRIVATE_KEY.search(text))) or (
+        "private_key" in text and bool(_SA_KEY_JSON.search(text)))
 
 
 def _mask_userinfo(match: re.Match[str]) -> str:
@@ -154,9 +158,31 @@ def _mask_assignments(text: str) -> str:
     return "".join([*out, text[last:]])
 
 
+# What every secret in free text but a well-known token (`_TOKEN`) contains at least one of: a secret-named key's
+# word, userinfo before an `@`, a query parameter. Searched in lowercased text (a case-insensitive alternation is
+# ten times slower), each regex only where it can hit. Text with none is returned as it is: an email address,
+# `oauthScopes` or a `/auth/` scope URL alone hold no secret.
+_SECRET_WORD = re.compile(r"password|passwd|passphrase|secret|token|api[_-]?key|private|credential|bearer|basic"
+                          r"|docker|begin")
+# `auth`/`authorization` as a word of its own (a key, a flag, an env name), not inside `oauth` or a `/auth/` URL
+_AUTH_KEY = re.compile(r"(?<![a-z/])auth(?:orization)?(?![a-z0-9_/])|auth[_-]?key")
+_USERINFO_BEFORE_AT = re.compile(r"//[^/?#\s]*@|:[^\s/?#@\"']+@")
+_QUERY_PARAMETER = re.compile(r"[?&;][a-z0-9_.-]*=")
+
+
+def _may_hold_secret_text(text: str) -> bool:
+    """Whether `text` holds anything `redact_text` masks (a superset of its rules' triggers)."""
+    lowered = text.lower()
+    return bool(_SECRET_WORD.search(lowered)
+                or ("auth" in lowered and _AUTH_KEY.search(lowered))
+                or ("@" in text and _USERINFO_BEFORE_AT.search(text))
+                or ("=" in text and _QUERY_PARAMETER.search(lowered))
+                or _TOKEN.search(text))
+
+
 def redact_text(text: str) -> str:
     """Free text (a log line, an error message, a requirement line) with every secret part replaced by `***`."""
-    if not text:
+    if not text or not _may_hold_secret_text(text):
         return text
     text = _PEM_PRIVATE_KEY.sub(MASK, text)
     text = _USERINFO.sub(_mask_userinfo, text)
@@ -184,21 +210,38 @@ def _redact_args(items: list[Any]) -> list[Any]:
 
 def redact(value: Any, key: str = "") -> Any:
     """`value` with every secret (plaintext or engine-marked, at any depth) replaced, safe to print."""
+    if type(value) in (dict, list) and not (key and is_secret_key(key)) and not _may_hold_a_secret(value):
+        return value
+    return _redact(value, key)
+
+
+def _may_hold_a_secret(value: dict | list) -> bool:
+    """Whether plain JSON data holds anything `_redact` acts on: every rule needs a secret word, a token, userinfo,
+    a query parameter or the engine's secret marker somewhere in it, key or value. One pass over its JSON instead
+    of one per string (a plan of thousands of resources is mostly plain); other data is walked."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, check_circular=False)
+    except (TypeError, ValueError, RecursionError):
+        return True
+    return PULUMI_SECRET_SIG in text or _may_hold_secret_text(text)
+
+
+def _redact(value: Any, key: str = "") -> Any:
+    if isinstance(value, str):  # the common case first: a plan holds mostly text
+        if value and ((key and is_secret_key(key)) or is_secret_text(value)):
+            return REDACTED
+        return redact_text(value)
     if isinstance(value, Mapping):
         if _is_engine_secret(value) or _is_service_account_key(value):
             return REDACTED
-        out = {redact_text(str(k)) if isinstance(k, str) else k: redact(v, str(k)) for k, v in value.items()}
+        out = {redact_text(str(k)) if isinstance(k, str) else k: _redact(v, str(k)) for k, v in value.items()}
         if _is_secret_entry(value):
             out["value"] = REDACTED
         if value.get("kind") == "Secret":
             out.update({k: _redact_all(value[k]) for k in ("data", "stringData") if k in value})
         return out
     if _is_list(value):
-        return _redact_args([redact(item, key) for item in value])
-    if isinstance(value, str) and value:
-        if (key and is_secret_key(key)) or is_secret_text(value):
-            return REDACTED
-        return redact_text(value)
+        return _redact_args([_redact(item, key) for item in value])
     return value
 
 
@@ -220,14 +263,18 @@ def redact_inputs(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, An
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same paths recur in every resource of a kind
 def child_path(path: str, key: str | int) -> str:
     """`nodeConfig.labels.foo`, `nodeLocations[0]`, `labels["cloud.google.com/gke-tpu-topology"]`: how plans,
     diffs and policy messages name a value, with any secret in a key masked."""
     if isinstance(key, int):
         return f"{path}[{key}]"
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+    if _IDENTIFIER.fullmatch(key):
         return f"{path}.{key}" if path else key
     return f"{path}[{json.dumps(redact_text(key))}]"
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def sensitive_paths(value: Any, path: str = "", key: str = "") -> list[str]:

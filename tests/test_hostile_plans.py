@@ -128,3 +128,13 @@ def test_resources_that_are_their_own_ancestors_are_refused(dev_plan):
         review(dev_plan, head)
 
     assert {p.path for p in refused.value.problems} >= {"head plan: resources[0].parent", "head plan: resources[1].parent"}
+
+
+def test_a_secret_entry_of_a_list_the_summary_reads_is_left_out(dev_plan):
+    """The engine marks one quota entry secret: the redacted plan holds `[secret]` where a mapping was."""
+    index = next(i for i, r in enumerate(dev_plan["resources"]) if r["type"].endswith(":ClusterQueue"))
+    secret = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "value": {"name": "cpu"}}
+    head = replaced(dev_plan, ("resources", index, "inputs", "spec", "resourceGroups", 0, "flavors", 0, "resources",
+                               0), secret)
+
+    assert all(review(dev_plan, head))

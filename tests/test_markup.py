@@ -55,6 +55,7 @@ def suffixes(payload: str) -> tuple[str, str]:
     return "z" + benign(payload), "z" + payload
 
 
+UNBOUNDED = 10**9  # no folding: the structure compared is the whole report's (folding is tested on its own)
 # Input keys whose values the summary reads as catalog facts or enums: kept in the "semantic" variant, so the pool
 # groups, flavors and queues it draws are there to hold the hostile names around them.
 PARSED_KEYS = {"type", "machineType", "tpuTopology", "consumeReservationType", "apiVersion", "kind", "nodeLabels"}
@@ -107,8 +108,8 @@ def reports(plans, variant: str, suffix: str) -> dict[str, str]:
     prices = load_prices()
     context = diff_context(base.redacted(), head.redacted(), prices)
     diff = diff_plans(base, head)
-    out = {f"plan {f.value}": render_plan(head.redacted(), f, prices) for f in PLAN_FORMATS}
-    out.update({f"diff {f.value}": render_diff(diff, f, context) for f in DIFF_FORMATS})
+    out = {f"plan {f.value}": render_plan(head.redacted(), f, prices, max_length=UNBOUNDED) for f in PLAN_FORMATS}
+    out.update({f"diff {f.value}": render_diff(diff, f, context, max_length=UNBOUNDED) for f in DIFF_FORMATS})
     return out
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tpuplane.infra.stack import load_stack_config
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.review.policies import control_plane_not_public
-from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, redact, redact_text, sensitive_paths
+from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, _redact, redact, redact_text, sensitive_paths
 from tpuplane.infra.yaml_input import load_json, load_yaml
 
 MARK = "Zq9SECRETPARTx7"  # a value no rule would print
@@ -144,3 +144,23 @@ def test_region_refuses_non_ascii_or_unprintable_text(region):
         assert "gcp:region" in [p.path for p in exc.problems]
     else:
         raise AssertionError(f"region {region!r} was accepted")
+
+
+secret_shapes = st.sampled_from([*TOKENS, f"Authorization: Bearer {MARK}", f"--auth {MARK}", f"auth={MARK}",
+                                 f"//u:{MARK}@host.invalid/x", f"u:{MARK}@host.invalid/x", f"passphrase: a {MARK}",
+                                 "-----BEGIN PRIVATE KEY-----\n" + MARK])
+secret_keys = st.sampled_from(["password", "auth", "Authorization", "x-api-key", ".dockerconfigjson", "DB_TOKEN"])
+
+
+@settings(max_examples=300)
+@given(documents, st.data())
+def test_redact_skips_a_document_only_when_walking_it_would_change_nothing(document, data):
+    """`redact` returns plain data as it is when one scan of its JSON finds nothing a rule acts on: planted anywhere,
+    as a value, a key, an env entry or a flag, a secret always takes the walk."""
+    plant = data.draw(st.sampled_from(["value", "key", "env entry", "flag", "none"]))
+    planted = {"value": {"x": data.draw(secret_shapes)}, "key": {data.draw(secret_keys): "v"},
+               "env entry": [{"name": data.draw(secret_keys), "value": MARK}],
+               "flag": ["--auth", MARK], "none": {}}[plant]
+    value = [document, planted]
+
+    assert redact(value) == _redact(value)

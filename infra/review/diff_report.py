@@ -1,18 +1,20 @@
 """Render a `PlanDiff` as a PR comment (markdown), a terminal report (text) or JSON for other tools.
 
 Markdown is made to be read in a PR: the counts, the TPU impact and one row per resource first, the
-property-level details folded in `<details>` blocks. Every format is deterministic (sorted input, sorted
-keys), so re-posting the comment on an unchanged PR produces the same bytes, and secrets were already
-redacted by the diff.
+property-level details folded in `<details>` blocks, the whole within GitHub's comment limit (`fold`: what does not
+fit is left out whole and named). Every format is deterministic (sorted input, sorted keys), so re-posting the
+comment on an unchanged PR produces the same bytes, and secrets were already redacted by the diff.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
+from tpuplane.infra.review.fold import GITHUB_COMMENT_MAX, Folding
 from tpuplane.infra.review.report_format import ReportFormat
-from tpuplane.infra.review.impact import DiffContext, cost_json, cost_markdown, cost_text, fleet_markdown
+from tpuplane.infra.review.impact import DiffContext, add_fleet, cost_json, cost_markdown, cost_text
 from tpuplane.infra.review.markup import html_text, md_code, md_text, visible
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
 from tpuplane.infra.review.summary import key_text, short_type
@@ -27,6 +29,8 @@ _IMPACT_COLUMNS = (
     ("chips_removed", "Chips removed"), ("chips_recreated", "Chips recreated"),
 )
 _MAX_VALUE = 80
+_PATHS_SHOWN = 10  # changed paths named in a resource's row; its details list every one
+_NAMES_SHOWN = 10  # replaced resources named in the warning; the table lists every one
 
 
 def _value(value: Any) -> str:
@@ -56,16 +60,15 @@ def _md_impact(impacts: tuple[TpuImpact, ...]) -> list[str]:
                  right=len(_IMPACT_COLUMNS))
 
 
-def _md_resources(changes: tuple[ResourceChange, ...], context: DiffContext | None = None) -> list[str]:
-    """Changed resources show their changed paths; created and deleted ones their key properties."""
-    rows = []
-    for c in changes:
-        action = f"**{c.action.value}**" if c.action in (Action.REPLACE, Action.DELETE) else c.action.value
-        paths = ", ".join(md_code(p.path, cell=True) for p in c.properties) or md_text(
-            key_text(context.key_properties(c)) if context else "")
-        rows.append((f"{md_code(_SYMBOL[c.action], cell=True)} {action}", md_code(c.name, cell=True),
-                     md_code(short_type(c.type), cell=True), paths))
-    return table(("", "Resource", "Type", "Properties"), rows)
+def _md_row(c: ResourceChange, context: DiffContext | None) -> list[str]:
+    """One resource: its changed paths (the first few, and how many more), or its key properties."""
+    action = f"**{c.action.value}**" if c.action in (Action.REPLACE, Action.DELETE) else c.action.value
+    paths = ", ".join(md_code(p.path, cell=True) for p in c.properties[:_PATHS_SHOWN])
+    if len(c.properties) > _PATHS_SHOWN:
+        paths += f" and {len(c.properties) - _PATHS_SHOWN} more"
+    shown = paths or md_text(key_text(context.key_properties(c)) if context else "")
+    return [f"| {md_code(_SYMBOL[c.action], cell=True)} {action} | {md_code(c.name, cell=True)} | "
+            f"{md_code(short_type(c.type), cell=True)} | {shown} |"]
 
 
 def _md_details(change: ResourceChange) -> list[str]:
@@ -78,29 +81,42 @@ def _md_details(change: ResourceChange) -> list[str]:
             f"<summary>{_SYMBOL[change.action]} {change.action.value} <code>{html_text(change.name)}</code> "
             f"({html_text(short_type(change.type))}): {count}</summary>",
             "", f"URN: {md_code(change.urn)}", "",
-            *table(("", "Property", "Before", "After", "Forces replacement"), rows), "", "</details>"]
+            *table(("", "Property", "Before", "After", "Forces replacement"), rows), "", "</details>", ""]
 
 
-def render_markdown(diff: PlanDiff, context: DiffContext | None = None) -> str:
-    lines = [f"### tpuplane diff: {md_code(_stacks(diff))}", ""]
+def _md_warning(replaced: list[ResourceChange]) -> list[str]:
+    names = ", ".join(f"{md_code(c.name)} ({md_text(short_type(c.type))})" for c in replaced[:_NAMES_SHOWN])
+    more = f" and {len(replaced) - _NAMES_SHOWN} more" if len(replaced) > _NAMES_SHOWN else ""
+    return ["> [!WARNING]", f"> {len(replaced)} resource{'s' if len(replaced) != 1 else ''} will be replaced: "
+            f"{names}{more}. A replaced TPU node pool is a slice torn down and provisioned again.", ""]
+
+
+def render_markdown(diff: PlanDiff, context: DiffContext | None = None, max_length: int = GITHUB_COMMENT_MAX
+                    ) -> str:
+    """The PR comment, at most `max_length` characters: the summary, TPU impact and cost always; then the row of
+    each resource, the fleet after the change and each resource's property details while they fit."""
+    fold = Folding(max_length)
+    fold.add([f"### tpuplane diff: {md_code(_stacks(diff))}", ""])
     if not diff.has_changes:
-        return "\n".join([*lines, "No changes."]) + "\n"
-    lines += [f"**{_summary_line(diff)}.**", ""]
+        return "\n".join([*fold.lines, "No changes."]) + "\n"
+    fold.add([f"**{_summary_line(diff)}.**", ""])
+    fold.mark_note()
     replaced = [c for c in diff.changes if c.action is Action.REPLACE]
     if replaced:
-        names = ", ".join(f"{md_code(c.name)} ({md_text(short_type(c.type))})" for c in replaced)
-        lines += ["> [!WARNING]", f"> {len(replaced)} resource{'s' if len(replaced) != 1 else ''} will be "
-                  f"replaced: {names}. A replaced TPU node pool is a slice torn down and provisioned again.", ""]
-    lines += ["#### TPU impact", "", *_md_impact(diff.tpu_impact), ""]
+        fold.add(_md_warning(replaced), what="the list of replaced resources")
+    fold.add(["#### TPU impact", "", *_md_impact(diff.tpu_impact), ""])
     if context:
-        lines += ["#### Estimated cost", "", *cost_markdown(context), ""]
-    lines += ["#### Resources", "", *_md_resources(diff.changes, context), ""]
+        fold.add(["#### Estimated cost", "", *cost_markdown(context), ""], what="the estimated cost")
+    fold.add(["#### Resources", "", *table(("", "Resource", "Type", "Properties"), [])])
+    for change in diff.changes:
+        fold.add(functools.partial(_md_row, change, context), what="resource rows")
+    fold.add([""])
     if context:
-        lines += [*fleet_markdown(context), ""]
+        add_fleet(fold, context)
     for change in diff.changes:
         if change.properties:
-            lines += [*_md_details(change), ""]
-    return "\n".join(lines).rstrip("\n") + "\n"
+            fold.add(functools.partial(_md_details, change), what="resources' property details")
+    return fold.text("`tpuplane diff BASE HEAD --format text` (or `json`) lists every change.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -175,9 +191,11 @@ def render_json(diff: PlanDiff, context: DiffContext | None = None) -> str:
     return json.dumps(diff_to_dict(diff, context), indent=2, sort_keys=True) + "\n"
 
 
-def render(diff: PlanDiff, fmt: ReportFormat | str = ReportFormat.MARKDOWN, context: DiffContext | None = None
-           ) -> str:
-    """`context` (from the same two plans) adds key properties, the estimated cost and the fleet after."""
-    renderers = {ReportFormat.MARKDOWN: render_markdown, ReportFormat.TEXT: render_text,
-                 ReportFormat.JSON: render_json}
-    return renderers[ReportFormat(fmt)](diff, context)
+def render(diff: PlanDiff, fmt: ReportFormat | str = ReportFormat.MARKDOWN, context: DiffContext | None = None,
+           *, max_length: int = GITHUB_COMMENT_MAX) -> str:
+    """`context` (from the same two plans) adds key properties, the estimated cost and the fleet after; markdown
+    (a PR comment) stays within `max_length` characters."""
+    fmt = ReportFormat(fmt)
+    if fmt is ReportFormat.MARKDOWN:
+        return render_markdown(diff, context, max_length)
+    return {ReportFormat.TEXT: render_text, ReportFormat.JSON: render_json}[fmt](diff, context)

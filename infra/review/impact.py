@@ -17,7 +17,8 @@ from tpuplane.infra.review.markup import md_text, visible
 from tpuplane.infra.review.plan import Plan
 from tpuplane.infra.review.plan_diff import Action, ResourceChange
 from tpuplane.infra.review.summary import FleetSummary, key_properties, summarize
-from tpuplane.infra.review.summary_markdown import mermaid, summary_markdown, table
+from tpuplane.infra.review.fold import Folding
+from tpuplane.infra.review.summary_markdown import add_diagram, summary_markdown, table
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,12 @@ def cost_markdown(context: DiffContext) -> list[str]:
                         f"/month{md_text(f' ({unpriced})' if unpriced else '')}.** _{note}_"]
 
 
-def fleet_markdown(context: DiffContext) -> list[str]:
-    """The fleet after the change: summary tables and the diagram (GitHub renders ```mermaid)."""
-    return ["#### The fleet after this change", "", *summary_markdown(context.head, context.prices, heading="#####"),
-            "", *mermaid(context.head)]
+def add_fleet(fold: Folding, context: DiffContext) -> None:
+    """The fleet after the change: summary tables and the diagram (GitHub renders ```mermaid), while they fit."""
+    if fold.add(["#### The fleet after this change", "",
+                 *summary_markdown(context.head, context.prices, heading="#####"), ""],
+                what="the fleet after this change"):
+        add_diagram(fold, context.head)
 
 
 def cost_text(context: DiffContext) -> list[str]:

@@ -11,6 +11,7 @@ Pure: plans in, frozen dataclasses out. Reading files is the CLI's job.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -35,12 +36,12 @@ class ReplacementRule:
     reason: str
 
     def covers(self, path: str) -> bool:
-        if not self.path:
+        """The rule's path is `path`, above it or below it (`nodeConfig` covers `nodeConfig.spot`, and back)."""
+        rule = self.path
+        if not rule or path == rule:
             return True
-        return any(
-            a == b or a.startswith(b + ".") or a.startswith(b + "[")
-            for a, b in ((path, self.path), (self.path, path))
-        )
+        shorter, longer = (rule, path) if len(rule) < len(path) else (path, rule)
+        return longer.startswith(shorter) and longer[len(shorter)] in ".["
 
 
 def _rules(reason: str, *paths: str) -> tuple[ReplacementRule, ...]:
@@ -90,6 +91,32 @@ def replacement_rules(resource_type: str) -> tuple[ReplacementRule, ...]:
     if resource_type in REPLACEMENT_RULES:
         return REPLACEMENT_RULES[resource_type]
     return _KUBERNETES_RULES if resource_type.startswith("kubernetes:") else ()
+
+
+def _first_key(path: str) -> str:
+    return _PATH_STEP.split(path, 1)[0]
+
+
+_PATH_STEP = re.compile(r"[.\[]")
+
+
+@functools.lru_cache(maxsize=None)
+def _rules_by_first_key(resource_type: str) -> dict[str, tuple[ReplacementRule, ...]]:
+    """A type's rules by the first key of their path (a rule covers only paths that start with it, or the whole
+    resource when its path is empty), each list in the rules' order."""
+    rules = replacement_rules(resource_type)
+    everything = [r for r in rules if not r.path]
+    keys = {_first_key(r.path) for r in rules if r.path}
+    return {key: tuple(r for r in rules if not r.path or _first_key(r.path) == key) for key in keys} | \
+        {"": tuple(everything)}
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the same paths recur in every pool of a fleet
+def replacement_reason(resource_type: str, path: str) -> str:
+    """Why a change at `path` replaces the resource (the first rule that covers it), or "" for an in-place update."""
+    by_key = _rules_by_first_key(resource_type)
+    candidates = by_key.get(_first_key(path), by_key[""])
+    return next((r.reason for r in candidates if r.covers(path)), "")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -168,6 +195,8 @@ def _same(before: Any, after: Any) -> bool:
         return False
     if before == after:
         return True
+    if type(before) in (str, int, bool):  # only a float (or a container of one) can be unequal to itself
+        return False
     dump = lambda v: json.dumps(v, sort_keys=True, default=repr)  # noqa: E731 (NaN dumps as NaN on both sides)
     return dump(before) == dump(after)
 
@@ -178,6 +207,8 @@ def _leaf_changes(before: Any, after: Any, keys: Key = ()) -> Iterator[tuple[Key
     engine marks secret is a leaf: it is never walked into."""
     if before is _MISSING and after is _MISSING:
         return
+    if type(before) is type(after) and type(before) in (dict, list) and before == after:
+        return  # an unchanged subtree, compared at C speed rather than walked
     if PULUMI_SECRET_SIG in (before if isinstance(before, Mapping) else ()) or \
             PULUMI_SECRET_SIG in (after if isinstance(after, Mapping) else ()):
         pass
@@ -220,16 +251,16 @@ def _path(keys: Key) -> str:
     return path
 
 
-def property_changes(resource_type: str, before: Mapping[str, Any], after: Mapping[str, Any]
-                     ) -> tuple[PropertyChange, ...]:
+def property_changes(resource_type: str, before: Mapping[str, Any], after: Mapping[str, Any],
+                     shown: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[PropertyChange, ...]:
     """Every differing leaf, found on the real values and shown from their redacted copies (the redaction
-    sees whole env entries, args lists and Secret objects, which a single leaf cannot)."""
-    rules = replacement_rules(resource_type)
-    shown_before, shown_after = redact_inputs(resource_type, before), redact_inputs(resource_type, after)
+    sees whole env entries, args lists and Secret objects, which a single leaf cannot); `shown` gives the copies
+    when the caller has them already."""
+    shown_before, shown_after = shown or (redact_inputs(resource_type, before), redact_inputs(resource_type, after))
     changes = []
     for keys, b, a in _leaf_changes(dict(before), dict(after)):
         path = _path(keys)
-        reason = next((r.reason for r in rules if r.covers(path)), "")
+        reason = replacement_reason(resource_type, path)
         changes.append(PropertyChange(
             path=path,
             kind="add" if b is _MISSING else "remove" if a is _MISSING else "change",
@@ -270,14 +301,19 @@ def _tpu(resource: PlannedResource | None) -> TpuPool | None:
     return tpu_pool(resource.inputs) if resource is not None and resource.type == NODE_POOL else None
 
 
-def diff_plans(base: Plan, head: Plan) -> PlanDiff:
-    """Every resource that differs between `base` and `head`, sorted by URN, and the TPU impact."""
+def diff_plans(base: Plan, head: Plan, redacted: tuple[Plan, Plan] | None = None) -> PlanDiff:
+    """Every resource that differs between `base` and `head`, sorted by URN, and the TPU impact. `redacted`: the
+    two plans' redacted copies, when the caller has them (`Plan.redacted`), so nothing is redacted twice."""
     before, after = base.by_urn(), head.by_urn()
+    shown_before = {r.urn: s.inputs for r, s in zip(base.resources, redacted[0].resources)} if redacted else {}
+    shown_after = {r.urn: s.inputs for r, s in zip(head.resources, redacted[1].resources)} if redacted else {}
     for new in head.resources:  # a base resource under an alias of a head one is that resource, moved
         moved = next((alias for alias in new.aliases
                       if alias in before and alias not in after and before[alias].type == new.type), None)
         if new.urn not in before and moved is not None:
             before[new.urn] = before.pop(moved)
+            if redacted:
+                shown_before[new.urn] = shown_before.pop(moved)
     changes: list[ResourceChange] = []
     tally = _ImpactTally()
     for urn in sorted(set(before) | set(after)):
@@ -287,7 +323,8 @@ def diff_plans(base: Plan, head: Plan) -> PlanDiff:
         elif new is None:
             action, props = Action.DELETE, ()
         else:
-            props = property_changes(new.type, old.inputs, new.inputs)
+            props = property_changes(new.type, old.inputs, new.inputs,
+                                     (shown_before[urn], shown_after[urn]) if redacted else None)
             if not props:
                 continue
             action = Action.REPLACE if any(p.replaces for p in props) else Action.UPDATE

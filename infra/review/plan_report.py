@@ -7,6 +7,7 @@ the escaping function of the context it lands in (`tpuplane.infra.review.markup`
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from typing import Any
@@ -17,13 +18,14 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from tpuplane.infra.review.cost import PriceTable, unpriced_note, fleet_cost, money, total
+from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total, unpriced_note
+from tpuplane.infra.review.fold import GITHUB_COMMENT_MAX, Folding
 from tpuplane.infra.review.html_report import render_html
 from tpuplane.infra.review.markup import html_text, md_code, md_fence, md_text, visible
-from tpuplane.infra.review.plan import Plan
+from tpuplane.infra.review.plan import Plan, PlannedResource
 from tpuplane.infra.review.report_format import ReportFormat
 from tpuplane.infra.review.summary import FleetSummary, key_properties, key_text, short_type, summarize, urn_name
-from tpuplane.infra.review.summary_markdown import mermaid, quota_text, summary_markdown
+from tpuplane.infra.review.summary_markdown import add_diagram, quota_text, summary_markdown, table
 
 CAPACITY_STYLE = {"reservation": "green", "on-demand": "blue", "flex-start": "magenta", "queued": "magenta",
                   "spot": "yellow"}
@@ -137,32 +139,45 @@ def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = 
     return Group(*summary_renderables(summarize(plan), prices), "", root)
 
 
-def render_markdown(plan: Plan, prices: PriceTable) -> str:
-    """A PR-ready page: summary tables and a Mermaid diagram first, resources by component, inputs folded."""
+def _md_resource_row(r: PlannedResource) -> list[str]:
+    return [f"| {md_code(urn_name(r.parent), cell=True)} | {md_code(short_type(r.type), cell=True)} | "
+            f"{md_code(r.name, cell=True)} | {md_text(key_text(key_properties(r.type, r.inputs)))} |"]
+
+
+def _md_inputs(r: PlannedResource) -> list[str]:
+    """Every input of a resource, folded: YAML in a fence no value can close."""
+    return [f"<details><summary><code>{html_text(short_type(r.type))}</code> <b>{html_text(r.name)}</b></summary>",
+            "", *md_fence(yaml.safe_dump(dict(r.inputs), sort_keys=True), "yaml"), "</details>", ""]
+
+
+def render_markdown(plan: Plan, prices: PriceTable, max_length: int = GITHUB_COMMENT_MAX) -> str:
+    """A PR-ready page of at most `max_length` characters: summary tables and a Mermaid diagram first, resources by
+    component, inputs folded; what does not fit is left out whole and named at the top."""
+    fold = Folding(max_length)
+    fold.add([f"### Plan of {md_code(f'{plan.project}/{plan.stack}')}", ""])
+    fold.mark_note()
     summary = summarize(plan)
-    lines = [f"### Plan of {md_code(f'{plan.project}/{plan.stack}')}", "", *summary_markdown(summary, prices), "",
-             *mermaid(summary), "", "#### Resources by component", "",
-             "| Component | Type | Name | Key properties |", "| --- | --- | --- | --- |"]
+    if fold.add([*summary_markdown(summary, prices), ""], what="the fleet summary"):
+        add_diagram(fold, summary)
+    fold.add(["#### Resources by component", "", *table(("Component", "Type", "Name", "Key properties"), [])])
     for r in plan.resources:
-        lines.append(f"| {md_code(urn_name(r.parent), cell=True)} | {md_code(short_type(r.type), cell=True)} | "
-                     f"{md_code(r.name, cell=True)} | {md_text(key_text(key_properties(r.type, r.inputs)))} |")
-    lines += ["", "<details><summary>Every property of every resource</summary>", ""]
+        fold.add(functools.partial(_md_resource_row, r), what="resource rows")
+    fold.add(["", "<details><summary>Every property of every resource</summary>", ""])
     for r in plan.resources:
         if r.inputs:
-            lines += [f"<details><summary><code>{html_text(short_type(r.type))}</code> <b>{html_text(r.name)}</b>"
-                      "</summary>", "", *md_fence(yaml.safe_dump(dict(r.inputs), sort_keys=True), "yaml"),
-                      "</details>", ""]
-    lines.append("</details>")
-    return "\n".join(lines) + "\n"
+            fold.add(functools.partial(_md_inputs, r), what="resources' inputs")
+    fold.add(["</details>"])
+    return fold.text("`tpuplane plan --format json` (or `--details`) prints everything.")
 
 
-def render_plan(plan: Plan, fmt: ReportFormat, prices: PriceTable, *, details: bool = False) -> str:
+def render_plan(plan: Plan, fmt: ReportFormat, prices: PriceTable, *, details: bool = False,
+                max_length: int = GITHUB_COMMENT_MAX) -> str:
     """A redacted plan in one of `PLAN_FORMATS`, as a file or pipe gets it (a terminal gets `render_table` in
-    colour)."""
+    colour); markdown, a PR comment, within `max_length` characters."""
     if fmt is ReportFormat.JSON:
         return json.dumps(plan.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
     if fmt is ReportFormat.MARKDOWN:
-        return render_markdown(plan, prices)
+        return render_markdown(plan, prices, max_length)
     if fmt is ReportFormat.HTML:
         return render_html(plan, prices)
     return plain_text(render_table(plan, details=details, prices=prices))

@@ -67,12 +67,28 @@ class Inputs(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _hidden_is_absent(cls, value: Any, info: ValidationInfo) -> Any:
-        """A secret (engine-marked, or `[secret]` in a plan file) is text where text is read, else absent."""
-        if isinstance(value, Mapping) and PULUMI_SECRET_SIG in value:
-            value = REDACTED
-        if value == REDACTED and not _takes_text(cls.model_fields[info.field_name].annotation):
-            return None
-        return value
+        """A secret (engine-marked, or `[secret]` in a plan file) is text where text is read, else absent: the
+        field itself, or an entry of a list of mappings."""
+        annotation = cls.model_fields[info.field_name].annotation
+        if isinstance(value, list):
+            item = _list_item(annotation)
+            value = [_hidden(v) for v in value]
+            return value if item is None or _takes_text(item) else [v for v in value if v != REDACTED]
+        value = _hidden(value)
+        return None if value == REDACTED and not _takes_text(annotation) else value
+
+
+def _hidden(value: Any) -> Any:
+    return REDACTED if isinstance(value, Mapping) and PULUMI_SECRET_SIG in value else value
+
+
+def _list_item(annotation: Any) -> Any:
+    """The item type of a list field (`list[Taint] | None` -> Taint), None when it is not a list."""
+    if typing.get_origin(annotation) is list:
+        return typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return next((item for arg in typing.get_args(annotation) if (item := _list_item(arg)) is not None), None)
+    return None
 
 
 def _takes_text(annotation: Any) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from tpuplane.infra.review.fold import Folding
 from tpuplane.infra.review.cost import PriceTable, unpriced_note, fleet_cost, money, total
 from tpuplane.infra.review.markup import md_code, md_fence, md_text, mermaid_text
 from tpuplane.infra.review.summary import FleetSummary, Quota
@@ -92,6 +93,18 @@ class _NodeIds:
             self._ids[key] = node_id
             self._taken.add(node_id)
         return self._ids[key]
+
+
+MERMAID_MAX_TEXT = 50_000  # Mermaid's default maxTextSize: a longer diagram shows as an error, not a drawing
+
+
+def add_diagram(fold: Folding, summary: FleetSummary) -> None:
+    """The diagram, when Mermaid would draw it and it fits."""
+    diagram = mermaid(summary)
+    if sum(len(line) + 1 for line in diagram) > MERMAID_MAX_TEXT:
+        fold.skip("the diagram (more than Mermaid draws)")
+    else:
+        fold.add([*diagram, ""], what="the diagram")
 
 
 def mermaid(summary: FleetSummary) -> list[str]:

@@ -1,0 +1,133 @@
+"""Review commands on hostile sizes, each beside a floor measured in the same run, and grown to see it is linear.
+
+- `tpuplane diff` of two plan files of about 12 MB together (thousands of node pools, every one changed; each
+  label a property change) -> a PR comment. Floor: reading the two files with `json.loads` and comparing them
+  (`==`), the least any diff pays. Target: under 3 s for the whole command, here.
+- `tpuplane experiment render` of a 1,000-trial grid -> 1,000 JobSets. Floor: `yaml.safe_dump_all` of the JobSets
+  it prints, the least any renderer of them pays.
+- `tpuplane plan` of a pool group of single-host slices (one node pool each) -> a plan. Floor: the same plan of one
+  slice, times the slices (the program's fixed cost is in both).
+
+Each measurement is its own process (`time` and peak RSS of the child); sizes double so time per unit shows any
+superlinear growth. Median of `--repeat` runs.
+
+    .venv/bin/python bench/hostile_sizes.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The command line, reporting its own peak RSS (KiB) on stderr as it exits.
+_REPORTS_RSS = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write("
+                "f'\\nmaxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')); ")
+TPUPLANE = [sys.executable, "-c", _REPORTS_RSS + "from tpuplane.cli.main import app; app(prog_name='tpuplane')"]
+
+
+def plan_pair(pools: int, folder: Path) -> tuple[Path, Path, int]:
+    """A dev-stack plan grown by `pools` node pools of 20 labels each, and the same with every label changed and
+    every third pool's machine type too (a replacement). Returns the two files and their size together."""
+    base_plan = json.loads(subprocess.run([*TPUPLANE, "plan", "--project-dir", str(REPO), "--format", "json"],
+                                          capture_output=True, text=True, check=True).stdout)
+    template = next(r for r in base_plan["resources"] if r["type"] == "gcp:container/nodePool:NodePool")
+    base, head = copy.deepcopy(base_plan), copy.deepcopy(base_plan)
+    for i in range(pools):
+        pool = copy.deepcopy(template)
+        pool["urn"] += f"-{i}"
+        pool["name"] = pool["inputs"]["name"] = f"{pool['name']}-{i}"
+        pool["inputs"]["nodeConfig"]["labels"] = {f"label-{j}": f"value-{j}-{i}" for j in range(20)}
+        changed = copy.deepcopy(pool)
+        changed["inputs"]["nodeConfig"]["labels"] = {f"label-{j}": f"changed-{j}-{i}" for j in range(20)}
+        if i % 3 == 0:
+            changed["inputs"]["nodeConfig"]["machineType"] = "ct6e-standard-8t"
+        base["resources"].append(pool)
+        head["resources"].append(changed)
+    paths = folder / f"base-{pools}.json", folder / f"head-{pools}.json"
+    for path, doc in zip(paths, (base, head)):
+        path.write_text(json.dumps(doc))
+    return *paths, sum(p.stat().st_size for p in paths)
+
+
+def timed(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
+    """(seconds, peak RSS in MiB, when the child reports it) of one child process."""
+    start = time.perf_counter()
+    with open(stdout or "/dev/null", "w") as out:
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO, check=False)
+    seconds = time.perf_counter() - start
+    reported = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("maxrss ")]
+    return seconds, int(reported[-1]) / 1024 if reported else float("nan")
+
+
+FLOOR_DIFF = ("import json, sys; a, b = (json.loads(open(p).read()) for p in sys.argv[1:3]); "
+              "print(a == b)")
+
+
+def bench_diff(folder: Path, repeat: int) -> None:
+    print("tpuplane diff -f markdown of two plan files, against json.loads + == of the same files")
+    print(f"{'pools':>6} {'MB':>6} {'diff s':>8} {'floor s':>8} {'ratio':>6} {'ms/pool':>8} {'comment chars':>14}")
+    for pools in (1000, 2000, 3500):
+        base, head, size = plan_pair(pools, folder)
+        out = folder / "comment.md"
+        runs = [timed([*TPUPLANE, "diff", str(base), str(head)], out)[0] for _ in range(repeat)]
+        floors = [timed([sys.executable, "-c", FLOOR_DIFF, str(base), str(head)])[0] for _ in range(repeat)]
+        diff_s, floor_s = statistics.median(runs), statistics.median(floors)
+        print(f"{pools:>6} {size / 1e6:>6.1f} {diff_s:>8.2f} {floor_s:>8.2f} {diff_s / floor_s:>6.1f} "
+              f"{diff_s / pools * 1000:>8.2f} {len(out.read_text()):>14,}")
+
+
+def bench_experiment(folder: Path, repeat: int) -> None:
+    print("\ntpuplane experiment render of a grid, against yaml.safe_dump_all of the JobSets it prints")
+    print(f"{'trials':>6} {'render s':>9} {'floor s':>8} {'ratio':>6} {'ms/trial':>9}")
+    for values in (10, 100, 1000):
+        spec = folder / f"grid-{values}.yaml"
+        spec.write_text(f"name: sweep\ngrid:\n  lr: [{', '.join(str(i) for i in range(values))}]\n"
+                        "jobs:\n- tpuType: v6e-16\n  image: img:1\n  command: python train.py\n")
+        printed = folder / f"grid-{values}.out.yaml"
+        runs = [timed([*TPUPLANE, "experiment", "render", str(spec)], printed)[0] for _ in range(repeat)]
+        floor = ("import sys, yaml; docs = list(yaml.safe_load_all(open(sys.argv[1]))); "
+                 "yaml.safe_dump_all(docs, sort_keys=True, default_flow_style=False)")
+        floors = [timed([sys.executable, "-c", floor, str(printed)])[0] for _ in range(repeat)]
+        render_s, floor_s = statistics.median(runs), statistics.median(floors)
+        print(f"{values:>6} {render_s:>9.2f} {floor_s:>8.2f} {render_s / floor_s:>6.1f} "
+              f"{render_s / values * 1000:>9.2f}")
+
+
+def bench_single_host_slices(folder: Path, repeat: int) -> None:
+    print("\ntpuplane plan -f json of single-host v6e-1 slices, per slice against one slice's plan")
+    print(f"{'slices':>7} {'plan s':>7} {'MiB':>6} {'ms/slice':>9}")
+    for slices in (1, 1000, 4000, 14990):
+        config = folder / f"Pulumi.s{slices}.yaml"
+        config.write_text("config:\n  gcp:project: acme-ml\n  gcp:region: us-east5\n"
+                          "  tpuplane:cluster: {name: fleet, zone: us-east5-b}\n"
+                          f"  tpuplane:tpuPools: [{{name: one, tpuType: v6e-1, slices: {slices}, "
+                          "capacity: spot}]\n")
+        runs = [timed([*TPUPLANE, "plan", "--project-dir", str(REPO), "--config", str(config), "--format", "json"])
+                for _ in range(repeat)]
+        seconds = statistics.median(r[0] for r in runs)
+        print(f"{slices:>7} {seconds:>7.2f} {max(r[1] for r in runs):>6.0f} {seconds / slices * 1000:>9.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", choices=("diff", "experiment", "slices"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name, bench in (("diff", bench_diff), ("experiment", bench_experiment),
+                            ("slices", bench_single_host_slices)):
+            if args.only in (None, name):
+                bench(folder, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
