@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.review.fold import GITHUB_COMMENT_MAX
 from tpuplane.infra.review.report_format import DiffFormatChoice, ReportFormat
 
 EXIT_NO_CHANGES = 0
@@ -33,6 +34,10 @@ def diff_command(
                       ] = ReportFormat.MARKDOWN.value,
     prices: Annotated[Optional[Path], typer.Option(
         "--prices", help="A YAML price table merged over the shipped one (estimated monthly cost).")] = None,
+    max_length: Annotated[int, typer.Option(
+        "--max-length", min=5_000, max=GITHUB_COMMENT_MAX,
+        help="Markdown: the most characters the comment may have; what does not fit is left out whole and named at "
+             "the top (a PR comment holding several stacks gives each its share).")] = GITHUB_COMMENT_MAX,
 ) -> None:
     """Compare two offline plans: resources created, updated, replaced, deleted, and TPU slices affected.
 
@@ -53,5 +58,5 @@ def diff_command(
     except ConfigError as err:
         typer.echo(f"tpuplane diff: bad input\n{err}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    typer.echo(render(diff, ReportFormat(format.value), context), nl=False)
+    typer.echo(render(diff, ReportFormat(format.value), context, max_length=max_length), nl=False)
     raise typer.Exit(EXIT_CHANGES if diff.has_changes else EXIT_NO_CHANGES)

@@ -116,6 +116,7 @@ def plan_command(
     """Print every resource the stack would create, offline, by running the real program under mocks."""
     # what renders and judges a plan loads here, not when the command line starts (`tpuplane catalog` stays fast)
     from tpuplane.infra.review.cost import load_prices
+    from tpuplane.infra.review.markup import visible
     from tpuplane.infra.review.plan_report import render_plan, render_table
     from tpuplane.infra.review.policies import check_plan
 
@@ -149,7 +150,7 @@ def plan_command(
     if policy:
         violations = check_plan(raw_plan, production=production)
         for violation in violations:
-            err.print(f"[bold yellow]policy:[/] {escape(str(violation))}", highlight=False,
+            err.print(f"[bold yellow]policy:[/] {escape(visible(str(violation)))}", highlight=False,
                       soft_wrap=True)
         err.print(f"{len(violations)} policy violation(s)", highlight=False)
         if violations:
