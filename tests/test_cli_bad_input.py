@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import REPO, STACKS
+from plan_factory import cluster_queue, node_pool, plan
 from tpuplane.cli.main import app
 
 GOOD_STACK = (STACKS / "Pulumi.dev.yaml").read_text()
@@ -181,6 +182,92 @@ CASES: dict[str, tuple[Files, list[str]]] = {
 }
 
 
+# --- issue 22's hostile cases: what a PR can put in a plan file, a workload file, a price file or an experiment
+
+
+def plan_file(change: Callable[[dict], object] = lambda doc: None) -> str:
+    """A plan file of one TPU node pool and one ClusterQueue, as `tpuplane plan -f json` writes one, changed."""
+    doc = plan(node_pool("train-0"), cluster_queue())
+    change(doc)
+    return json.dumps(doc)
+
+
+def pool_inputs(doc: dict) -> dict:
+    return next(r["inputs"] for r in doc["resources"] if r["type"] == "gcp:container/nodePool:NodePool")
+
+
+def queue_inputs(doc: dict) -> dict:
+    return next(r["inputs"] for r in doc["resources"] if r["type"].endswith(":ClusterQueue"))
+
+
+def diff_case(change: Callable[[dict], object], fmt: str) -> tuple[Files, list[str]]:
+    return {"a.json": plan_file(), "b.json": plan_file(change)}, ["diff", "{f}/a.json", "{f}/b.json", "-f", fmt]
+
+
+def workload(text: str, fmt: str = "table") -> tuple[Files, list[str]]:
+    return {"w.yaml": text}, ["workload", "check", "{f}/w.yaml", "-f", fmt]
+
+
+JOBSET_HEAD = "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\n"
+TPU_JOB = ("apiVersion: batch/v1\nkind: Job\nmetadata: {{name: x, labels: {{kueue.x-k8s.io/queue-name: "
+           "multislice-queue}}}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n"
+           "      containers: [{{name: c, image: i, resources: {resources}}}]\n")
+SECRET_JOB = ("name: s\njobs:\n  tpuType: v6e-16\n  image: img:1\n"
+              "  command: 'curl -H \"Authorization: Bearer SECRETVALUE42\" https://x.invalid'\n")
+CASES.update({
+    # plan files whose read fields have the wrong type (AttributeError and exit 1 before), in every diff format
+    "diff autoscaling a list": diff_case(lambda d: pool_inputs(d).update(autoscaling=[1]), "markdown"),
+    "diff nodeConfig text": diff_case(lambda d: pool_inputs(d).update(nodeConfig="US\n```\n# HEADING\n<!--"),
+                                      "text"),
+    "diff labels a list": diff_case(lambda d: pool_inputs(d)["nodeConfig"].update(labels=["x"]), "json"),
+    "diff cluster queue spec a list": diff_case(lambda d: queue_inputs(d).update(spec=[1]), "markdown"),
+    "diff node count 10^30": diff_case(lambda d: pool_inputs(d).update(nodeCount=10**30), "text"),
+    "diff urn empty": diff_case(lambda d: d["resources"][0].update(urn=""), "json"),
+    "diff parent loop": diff_case(lambda d: [r.update(parent=r["urn"]) for r in d["resources"]], "markdown"),
+    "diff float too large": ({"a.json": plan_file(), "b.json": plan_file().replace('"nodeCount": 4',
+                                                                                   '"nodeCount": 1e400')},
+                             ["diff", "{f}/a.json", "{f}/b.json"]),
+    # workload files: the envelope the check reads, then the API server's own pod rules
+    "workload check metadata null": workload(JOBSET_HEAD + "metadata: null\nspec: {}\n"),
+    "workload check spec a list": workload(JOBSET_HEAD + "metadata: {name: x}\nspec: [1]\n", "json"),
+    "workload check labels a list": workload(JOBSET_HEAD + "metadata: {name: x, labels: [x]}\nspec: {}\n"),
+    "workload check unknown version": workload("apiVersion: jobset.x-k8s.io/v9\nkind: JobSet\nmetadata: {name: x}\n"
+                                               "spec: {}\n", "json"),
+    "workload check unknown group": workload("apiVersion: foo/v9\nkind: Job\nmetadata: {name: x}\nspec: {}\n"),
+    "workload check no apiVersion": workload("kind: Job\nmetadata: {name: x}\nspec: {}\n"),
+    "workload check tpu limit above request": workload(TPU_JOB.format(
+        resources="{requests: {google.com/tpu: 4}, limits: {google.com/tpu: 8}}")),
+    "workload check cpu request above limit": workload(TPU_JOB.format(
+        resources="{requests: {cpu: 2}, limits: {cpu: 1}}"), "json"),
+    "workload check no containers": workload(TPU_JOB.format(resources="{}").replace(
+        "[{name: c, image: i, resources: {}}]", "[]")),
+    # price files: a typo would price nothing, silently
+    "plan prices unknown generation": ({"prices.yaml": "chip_hour: {v7: {spot: 1.0}}\n"},
+                                       ["plan", "--prices", "{f}/prices.yaml", "-f", "markdown"]),
+    "plan prices unknown mode": ({"prices.yaml": "chip_hour: {v6e: {reserved: 1.0}}\n"},
+                                 ["plan", "--prices", "{f}/prices.yaml", "-f", "html"]),
+    "diff prices not a number": ({"a.json": plan_file(), "b.json": plan_file(),
+                                  "prices.yaml": "chip_hour: {v6e: {spot: cheap}}\n"},
+                                 ["diff", "{f}/a.json", "{f}/b.json", "--prices", "{f}/prices.yaml"]),
+    # experiments and workloads
+    "experiment empty trials": ({"e.yaml": "name: s\ntrials: []\n" + JOB}, ["experiment", "render", "{f}/e.yaml"]),
+    "experiment empty grid": ({"e.yaml": "name: s\ngrid: {}\n" + JOB}, ["experiment", "render", "{f}/e.yaml"]),
+    "experiment max restarts over int32": ({"e.yaml": "name: s\nmaxRestarts: 1000000000000\n" + JOB},
+                                           ["experiment", "render", "{f}/e.yaml"]),
+    "experiment error quoting a job with a token": ({"e.yaml": SECRET_JOB}, ["experiment", "render", "{f}/e.yaml"]),
+    "workload render max restarts over int32": ({}, ["workload", "render", "--tpu-type", "v6e-16", "--image", "i:1",
+                                                     "--command", "x", "--max-restarts", "1000000000000"]),
+    # the plan command in each of its formats
+    "plan table bad config": ({"Pulumi.t.yaml": stack_with("slices: 2", "slices: [1]")},
+                              ["plan", "--config", "{f}/Pulumi.t.yaml", "-f", "table"]),
+    "plan json bad config": ({"Pulumi.t.yaml": stack_with("slices: 2", "slices: 0")},
+                             ["plan", "--config", "{f}/Pulumi.t.yaml", "-f", "json"]),
+    "diff text max length too small": ({"a.json": plan_file(), "b.json": plan_file()},
+                                       ["diff", "{f}/a.json", "{f}/b.json", "--max-length", "10"]),
+    "catalog json unknown type": ({}, ["catalog", "v99-16", "--json"]),
+})
+
+
 def write_files(folder: Path, files: Files) -> None:
     for name, content in files.items():
         if callable(content):
@@ -254,9 +341,62 @@ RUNTIME_CASES = {
                                             ["workload", "submit", "{f}/w.yaml", "-n", "b"], {"KUBECONFIG": "{f}/kc"}),
     "sidecar run unknown module": ({}, ["sidecar", "run", "tpuplane_no_such_module:f"], {}),
     "sidecar run not a target": ({}, ["sidecar", "run", "notatarget"], {}),
+    # the target's module is imported here: whatever it does while imported is one line and exit 2
+    "sidecar run a path": ({"x.py": "def f():\n    return 1\n"}, ["sidecar", "run", "./x.py:f"], {}),
+    "sidecar run a relative module": ({}, ["sidecar", "run", ".x:f"], {}),
+    "sidecar run a module that does not compile": ({"tpuplane_hostile_syntax.py": "def f(:\n"},
+                                                   ["sidecar", "run", "tpuplane_hostile_syntax:f"], {}),
+    "sidecar run a module raising at import": ({"tpuplane_hostile_raises.py": "raise RuntimeError('token="
+                                                "SECRETVALUE42')\n"}, ["sidecar", "run", "tpuplane_hostile_raises:f"],
+                                               {}),
+    "sidecar run a module exiting at import": ({"tpuplane_hostile_exits.py": "import sys\nsys.exit(0)\n"},
+                                               ["sidecar", "run", "tpuplane_hostile_exits:f"], {}),
+    "queues json unknown context": ({"kc": KUBECONFIG}, ["queues", "-f", "json", "--context", "nope"],
+                                    {"KUBECONFIG": "{f}/kc"}),
+    "list json without kubeconfig": ({}, ["workload", "list", "-f", "json"], {"KUBECONFIG": "{f}/none"}),
+    "why name with a selector in it": ({"kc": KUBECONFIG}, ["workload", "why", "x,y=z"], {"KUBECONFIG": "{f}/kc"}),
+    "status json name with a selector in it": ({"kc": KUBECONFIG}, ["workload", "status", "x,y=z", "-f", "json"],
+                                               {"KUBECONFIG": "{f}/kc"}),
 }
 
 
 @pytest.mark.parametrize("case", sorted(RUNTIME_CASES))
-def test_cli_bad_input_runtime_commands_exit_2_without_traceback(tmp_path, case):
+def test_cli_bad_input_runtime_commands_exit_2_without_traceback(tmp_path, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)  # sidecar run imports its target from the current directory
     assert_refused(run_case(tmp_path, *RUNTIME_CASES[case]))
+
+
+def commands(command=None, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], tuple[tuple[str, ...], str | None]]:
+    """Every command of `tpuplane` (by its words), with the choices and the default of its `--format` (none and
+    None without one)."""
+    import typer
+
+    command = command or typer.main.get_command(app)
+    subcommands = getattr(command, "commands", {})
+    if subcommands:
+        return {found: formats for name, sub in subcommands.items()
+                for found, formats in commands(sub, (*path, name)).items()}
+    option = next((p for p in command.params if "--format" in getattr(p, "opts", ())), None)
+    if option is None:
+        return {path: ((), None)}
+    default = getattr(option.default, "value", option.default)
+    return {path: (tuple(choice.value for choice in option.type_descriptor.annotation), default)}
+
+
+def covered() -> set[tuple[tuple[str, ...], str | None]]:
+    """(command, format) of every case of the corpus; a case without -f runs the command's default format."""
+    known = commands()
+    found = set()
+    for _, argv, *_ in [*CASES.values(), *RUNTIME_CASES.values()]:
+        command = next(c for c in sorted(known, key=len, reverse=True) if tuple(argv[:len(c)]) == c)
+        flags = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("-f", "--format")]
+        found.add((command, flags[0] if flags else known[command][1]))
+    return found
+
+
+def test_cli_bad_input_corpus_covers_every_command_and_every_output_format():
+    """A command or output format added later without a bad-input case fails here."""
+    seen = covered()
+    missing = [(" ".join(command), fmt) for command, (choices, _) in commands().items()
+               for fmt in (choices or (None,)) if (command, fmt) not in seen]
+    assert missing == []
