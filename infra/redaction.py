@@ -55,7 +55,7 @@ _TOKEN = re.compile(
 # as pip takes an index). An IAM member (`serviceAccount:name@project.iam.gserviceaccount.com`) has neither.
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://|(?<![:/])//)(?P<userinfo>[^/?#\s]*)@")
 _BARE_USERINFO = re.compile(
-    r"(?<![^\s\"'=(\[,<])(?P<userinfo>[A-Za-z0-9._~%!$&*+-]+:[^\s/?#@\"']+)@"
+    r"(?<![^\s\"'=(\[,</])(?P<userinfo>[A-Za-z0-9._~%!$&*+-]+:[^\s/?#@\"']+)@"
     r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?:/|:[0-9]))")
 _CREDENTIAL_PARAM = re.compile(
     r"(?P<name>[?&;](?:[A-Za-z0-9_.-]*(?:token|secret|password|passwd|signature|credential|api[_-]?key|apikey)"
@@ -80,9 +80,10 @@ _ALREADY_MASKED = (MASK, REDACTED, f'"{REDACTED}"', f"'{REDACTED}'", f'"{MASK}"'
 
 
 def is_secret_key(key: str) -> bool:
-    """A key (or env-var / flag name) that holds a secret value: `password`, `DB_PASSWORD`, `apiKey`, `auth`."""
+    """A key (or env-var / flag name) that holds a secret value: `password`, `DB_PASSWORD`, `apiKey`, `auth`, also
+    as the last part of a dotted path (`headers.Authorization`)."""
     bare = key.lstrip("-")
-    if bare.lower() in _SECRET_EXACT_KEYS:
+    if bare.lower() in _SECRET_EXACT_KEYS or bare.rsplit(".", 1)[-1].lower() in _SECRET_EXACT_KEYS:
         return True
     return bool(SECRET_KEY.search(bare)) and not _SECRET_REFERENCE_KEY.search(bare)
 
@@ -269,9 +270,10 @@ def child_path(path: str, key: str | int) -> str:
     diffs and policy messages name a value, with any secret in a key masked."""
     if isinstance(key, int):
         return f"{path}[{key}]"
-    if _IDENTIFIER.fullmatch(key):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(redact_text(key))}]"
+    shown = redact_text(key)  # a key may be a token (`ghp_...`) however it is spelled
+    if _IDENTIFIER.fullmatch(shown):
+        return f"{path}.{shown}" if path else shown
+    return f"{path}[{json.dumps(shown)}]"
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -94,13 +94,17 @@ class Plan(BaseModel):
 
     def redacted(self) -> "Plan":
         """A copy safe to render in any format: every resource's inputs and the outputs redacted, and the secret
-        parts of names and URNs masked. Policies read the plan itself."""
+        parts of every name masked: the project's, the stack's, and each resource's name, type, URN, parent,
+        dependencies and aliases. Policies read the plan itself."""
         resources = tuple(
-            r.model_copy(update={"urn": redact_text(r.urn), "name": redact_text(r.name),
+            r.model_copy(update={"urn": redact_text(r.urn), "type": redact_text(r.type), "name": redact_text(r.name),
                                  "parent": redact_text(r.parent) if r.parent else r.parent,
+                                 "depends_on": tuple(map(redact_text, r.depends_on)),
+                                 "aliases": tuple(map(redact_text, r.aliases)),
                                  "inputs": redact_inputs(r.type, r.inputs)})
             for r in self.resources)
-        return self.model_copy(update={"resources": resources, "outputs": redact(self.outputs)})
+        return self.model_copy(update={"project": redact_text(self.project), "stack": redact_text(self.stack),
+                                       "resources": resources, "outputs": redact(self.outputs)})
 
 
 _PLAN_HINT = ('write plans with `tpuplane plan --format json`: {"project", "stack", "resources": '

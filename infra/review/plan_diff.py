@@ -330,6 +330,8 @@ def diff_plans(base: Plan, head: Plan, redacted: tuple[Plan, Plan] | None = None
             action = Action.REPLACE if any(p.replaces for p in props) else Action.UPDATE
         resource = new or old
         assert resource is not None
-        changes.append(ResourceChange(redact_text(urn), resource.type, redact_text(resource.name), action, props))
+        changes.append(ResourceChange(redact_text(urn), redact_text(resource.type), redact_text(resource.name), action,
+                                      props))
         tally.record(_tpu(old), _tpu(new), recreated=action is Action.REPLACE)
-    return PlanDiff((base.project, base.stack), (head.project, head.stack), tuple(changes), tally.impacts())
+    return PlanDiff((redact_text(base.project), redact_text(base.stack)),
+                    (redact_text(head.project), redact_text(head.stack)), tuple(changes), tally.impacts())
