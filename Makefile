@@ -42,6 +42,7 @@ test: $(VENV)/.installed browser mermaid
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_speed.py
 	$(BIN)/python bench/plan_scale.py
+	$(BIN)/python bench/hostile_sizes.py
 	$(BIN)/python bench/sidecar_check.py
 	$(BIN)/python bench/local_sidecar.py
 	$(BIN)/python bench/colocated.py
