@@ -69,6 +69,12 @@ def timed(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
     return seconds, int(reported[-1]) / 1024 if reported else float("nan")
 
 
+def against_floor(argv: list[str], floor: list[str], repeat: int, out: Path | None = None) -> tuple[float, float]:
+    """Median seconds of the command and of its floor, each pair run back to back so both see the same load."""
+    pairs = [(timed(argv, out)[0], timed(floor)[0]) for _ in range(repeat)]
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+
+
 FLOOR_DIFF = ("import json, sys; a, b = (json.loads(open(p).read()) for p in sys.argv[1:3]); "
               "print(a == b)")
 
@@ -79,9 +85,8 @@ def bench_diff(folder: Path, repeat: int) -> None:
     for pools in (1000, 2000, 3500):
         base, head, size = plan_pair(pools, folder)
         out = folder / "comment.md"
-        runs = [timed([*TPUPLANE, "diff", str(base), str(head)], out)[0] for _ in range(repeat)]
-        floors = [timed([sys.executable, "-c", FLOOR_DIFF, str(base), str(head)])[0] for _ in range(repeat)]
-        diff_s, floor_s = statistics.median(runs), statistics.median(floors)
+        diff_s, floor_s = against_floor([*TPUPLANE, "diff", str(base), str(head)],
+                                        [sys.executable, "-c", FLOOR_DIFF, str(base), str(head)], repeat, out)
         print(f"{pools:>6} {size / 1e6:>6.1f} {diff_s:>8.2f} {floor_s:>8.2f} {diff_s / floor_s:>6.1f} "
               f"{diff_s / pools * 1000:>8.2f} {len(out.read_text()):>14,}")
 
@@ -93,14 +98,13 @@ def bench_experiment(folder: Path, repeat: int) -> None:
         spec = folder / f"grid-{values}.yaml"
         spec.write_text(f"name: sweep\ngrid:\n  lr: [{', '.join(str(i) for i in range(values))}]\n"
                         "jobs:\n- tpuType: v6e-16\n  image: img:1\n  command: python train.py\n")
-        printed = folder / f"grid-{values}.out.yaml"
-        runs = [timed([*TPUPLANE, "experiment", "render", str(spec)], printed)[0] for _ in range(repeat)]
-        as_json = folder / f"grid-{values}.json"
+        printed, as_json = folder / f"grid-{values}.out.yaml", folder / f"grid-{values}.json"
+        render = [*TPUPLANE, "experiment", "render", str(spec)]
+        timed(render, printed)  # once, for the floor's input: the JobSets it prints
         as_json.write_text(json.dumps(list(yaml.load_all(printed.read_text(), Loader=yaml.CSafeLoader))))
         floor = ("import json, sys, yaml; docs = json.load(open(sys.argv[1])); sys.stdout.write(yaml.dump_all(docs, "
                  "Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False, width=2**31 - 1))")
-        floors = [timed([sys.executable, "-c", floor, str(as_json)])[0] for _ in range(repeat)]
-        render_s, floor_s = statistics.median(runs), statistics.median(floors)
+        render_s, floor_s = against_floor(render, [sys.executable, "-c", floor, str(as_json)], repeat, printed)
         print(f"{values:>6} {render_s:>9.2f} {floor_s:>8.2f} {render_s / floor_s:>6.1f} "
               f"{render_s / values * 1000:>9.2f}")
 

@@ -13,7 +13,7 @@ import pytest
 
 from tpuplane.components import SharedPathwaysService, TpuSlicePool
 from tpuplane.components.errors import InvalidInput
-from tpuplane.components.offline import PlanMocks, run_under_mocks
+from tpuplane.components.offline import run_under_mocks
 from tpuplane.infra.errors import ConfigError
 
 POOL: dict[str, Any] = {"project": "acme-ml", "location": "us-east5", "zone": "us-east5-b", "cluster": "fleet",
@@ -24,21 +24,8 @@ SERVICE: dict[str, Any] = {
     "node_service_account": "fleet-nodes@acme-ml.iam.gserviceaccount.com", "cpu_machine_type": "n2-standard-32"}
 
 
-class Registered(PlanMocks):
-    """The offline mocks, listing the type of every resource registered."""
-
-    def __init__(self) -> None:
-        self.types: list[str] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.types.append(args.typ)
-        return super().new_resource(args)
-
-
-def run(program: Callable[[], object]) -> Registered:
-    mocks = Registered()
-    run_under_mocks(program, {}, mocks=mocks)
-    return mocks
+def run(program: Callable[[], object]) -> None:
+    run_under_mocks(program, {})
 
 
 def pool(**changes: Any) -> Callable[[], object]:
@@ -66,13 +53,11 @@ def test_an_output_resolving_to_a_bad_value_is_one_config_error_naming_the_field
     assert str(refused.value).startswith(f"invalid {path.split('.')[0]}:\n{path}: got ")
 
 
-def test_no_node_pool_takes_a_cluster_name_that_resolved_bad():
-    mocks = Registered()
-
+def test_no_node_pool_takes_a_cluster_name_that_resolved_bad(registrations):
     with pytest.raises(InvalidInput):
-        run_under_mocks(pool(cluster=pulumi.Output.from_input("Not_A_Cluster")), {}, mocks=mocks)
+        run(pool(cluster=pulumi.Output.from_input("Not_A_Cluster")))
 
-    assert "gcp:container/nodePool:NodePool" not in mocks.types
+    assert registrations == ["tpuplane:index:TpuSlicePool::train"]
 
 
 def test_a_secret_output_resolving_to_a_bad_value_is_never_shown():
@@ -83,8 +68,11 @@ def test_a_secret_output_resolving_to_a_bad_value_is_never_shown():
     assert "SECRETPART" not in str(refused.value) and problem.given == "[secret]"
 
 
-def test_an_output_resolving_to_a_good_value_registers_the_pools():
-    assert run(pool(cluster=pulumi.Output.from_input("fleet"))).types.count("gcp:container/nodePool:NodePool") == 2
+def test_an_output_resolving_to_a_good_value_registers_the_pools(registrations):
+    run(pool(cluster=pulumi.Output.from_input("fleet")))
+
+    assert [r for r in registrations if r.startswith("gcp:container/nodePool:NodePool")] == [
+        "gcp:container/nodePool:NodePool::train-0", "gcp:container/nodePool:NodePool::train-1"]
 
 
 @pytest.mark.parametrize("changes, path", [
@@ -92,10 +80,9 @@ def test_an_output_resolving_to_a_good_value_registers_the_pools():
     ({"slices": [10**5000]}, "TpuSlicePoolArgs.slices"),
     ({"slices": 10**5000}, "TpuSlicePoolArgs.slices"),
 ])
-def test_a_value_that_is_neither_plain_data_nor_an_output_is_refused_before_anything_registers(changes, path):
-    mocks = Registered()
-
+def test_a_value_that_is_neither_plain_data_nor_an_output_is_refused_before_anything_registers(
+        changes, path, registrations):
     with pytest.raises(ConfigError) as refused:
-        run_under_mocks(pool(**changes), {}, mocks=mocks)
+        run(pool(**changes))
 
-    assert [p.path for p in refused.value.problems] == [path] and mocks.types == []
+    assert [p.path for p in refused.value.problems] == [path] and registrations == []
