@@ -39,7 +39,10 @@ def _fail(message: str) -> typer.Exit:
 
 def _directory(directory: Optional[Path]) -> Path:
     from tpuplane.sandbox.layout import default_dir
-    return (directory or default_dir()).expanduser().resolve()
+    where = (directory or default_dir()).expanduser().resolve()
+    if where.exists() and not where.is_dir():
+        raise _fail(f"--dir: {where} is not a folder; give the sandbox's folder, or one to create")
+    return where
 
 
 @app.command("build")

@@ -56,8 +56,8 @@ from tpuplane.runtime.sidecar_protocol import ProtocolError, SidecarError
 
 __all__ = [
     "Capabilities", "LocalSidecar", "ProtocolError", "RemoteError", "SidecarDied", "SidecarError",
-    "SidecarPicklingError", "SidecarResultError", "SidecarStartError", "SidecarTimeout", "SidecarVersionMismatch", "ensure_sidecar_venv",
-    "pickled_by_value", "resolve_target", "run_target",
+    "SidecarPicklingError", "SidecarResultError", "SidecarStartError", "SidecarTimeout", "SidecarVersionMismatch",
+    "TargetError", "ensure_sidecar_venv", "pickled_by_value", "resolve_target", "run_target",
 ]
 
 WORKER_MODULE = "tpuplane.runtime.sidecar_worker"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -354,6 +355,14 @@ RUNTIME_CASES = {
     "queues json unknown context": ({"kc": KUBECONFIG}, ["queues", "-f", "json", "--context", "nope"],
                                     {"KUBECONFIG": "{f}/kc"}),
     "list json without kubeconfig": ({}, ["workload", "list", "-f", "json"], {"KUBECONFIG": "{f}/none"}),
+    # the sandbox's commands refuse before anything starts
+    "sandbox status unknown format": ({}, ["sandbox", "status", "--format", "yaml", "--dir", "{f}/none"], {}),
+    "sandbox status json without a sandbox": ({}, ["sandbox", "status", "-f", "json", "--dir", "{f}/none"], {}),
+    "sandbox status a file as its folder": ({"file": "x\n"}, ["sandbox", "status", "--dir", "{f}/file"], {}),
+    "sandbox down a file as its folder": ({"file": "x\n"}, ["sandbox", "down", "--dir", "{f}/file"], {}),
+    "sandbox up a file as its folder": ({"file": "x\n"}, ["sandbox", "up", "--project-dir", str(REPO), "--dir",
+                                                          "{f}/file"], {}),
+    "sandbox build an argument": ({}, ["sandbox", "build", "extra"], {}),
     "why name with a selector in it": ({"kc": KUBECONFIG}, ["workload", "why", "x,y=z"], {"KUBECONFIG": "{f}/kc"}),
     "status json name with a selector in it": ({"kc": KUBECONFIG}, ["workload", "status", "x,y=z", "-f", "json"],
                                                {"KUBECONFIG": "{f}/kc"}),
@@ -379,8 +388,9 @@ def commands(command=None, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], 
     option = next((p for p in command.params if "--format" in getattr(p, "opts", ())), None)
     if option is None:
         return {path: ((), None)}
-    default = getattr(option.default, "value", option.default)
-    return {path: (tuple(choice.value for choice in option.type_descriptor.annotation), default)}
+    default, kind = getattr(option.default, "value", option.default), option.type_descriptor.annotation
+    choices = tuple(choice.value for choice in kind) if isinstance(kind, type) and issubclass(kind, Enum) else (default,)
+    return {path: (choices, default)}
 
 
 def covered() -> set[tuple[tuple[str, ...], str | None]]:

@@ -127,7 +127,8 @@ def test_resources_that_are_their_own_ancestors_are_refused(dev_plan):
     with pytest.raises(ConfigError) as refused:
         review(dev_plan, head)
 
-    assert {p.path for p in refused.value.problems} >= {"head plan: resources[0].parent", "head plan: resources[1].parent"}
+    paths = {p.path for p in refused.value.problems}
+    assert paths >= {"head plan: resources[0].parent", "head plan: resources[1].parent"}
 
 
 def test_a_secret_entry_of_a_list_the_summary_reads_is_left_out(dev_plan):

@@ -44,6 +44,7 @@ RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 IMAGE = "docker-build:index:Image"
 
+
 def _whole_number(value: object) -> object:
     """A count as JSON and the engine write it: an integer, or a float with nothing after the point (the engine
     sends every number as a float); never `true` or `"4"`."""

@@ -202,13 +202,13 @@ def capacity_of(inputs: Mapping[str, Any] | NodePoolInputs) -> tuple[str, str]:
     affinity = config.reservation_affinity if config else None
     kind = affinity.consume_reservation_type if affinity else None
     if kind == "SPECIFIC_RESERVATION":
-        return "reservation", ",".join(v.rsplit("/", 1)[-1] for v in affinity.values or ())  # type: ignore[union-attr]
+        return "reservation", ",".join(v.rsplit("/", 1)[-1] for v in affinity.values or ())  # type: ignore
     if kind == "ANY_RESERVATION":
         return "reservation", "(any)"
     return "on-demand", ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1024)  # one entry per pool shape: a fleet has a few
 def _tpu_spec(generation: str, machine_type: str, chips_per_vm: int, topology: str) -> TpuSpec | None:
     """The catalog spec of a pool: its placement topology, else the one single-host shape of its machine."""
     prefix = find_generation(generation).prefix  # type: ignore[union-attr]  # generation came from the catalog
