@@ -95,6 +95,14 @@ def test_component_valid_args_register_it(component, registrations):
     (TpuWorkload, {"workload": {"name": "train", "queue": "research", "namespace": "research",
                                 "jobs": [{**JOB, "slices": "two"}]}}, "TpuWorkloadArgs.workload.jobs[0].slices"),
     (TpuExperiment, {"experiment": ["lr"]}, "TpuExperimentArgs.experiment"),
+    # the config file's camelCase keys are not the Args' spelling, at any depth
+    (TpuCluster, {"cpu_pool": {"minNodes": 1, "max_nodes": 2}}, "TpuClusterArgs.cpu_pool.minNodes"),
+    (BatchStack, {"teams": [{"name": "a", "share": 1.0, "borrowingLimit": 1.0}]}, "BatchStackArgs.teams[0].borrowingLimit"),
+    (BatchStack, {"pools": [{"name": "train", "tpuType": "v6e-16"}]}, "BatchStackArgs.pools[0].tpuType"),
+    (TpuWorkload, {"workload": {"name": "train", "queue": "research", "namespace": "research", "maxRestarts": 10**12,
+                                "jobs": [JOB]}}, "TpuWorkloadArgs.workload.maxRestarts"),  # JobSet's int32
+    (TpuExperiment, {"experiment": {"name": "lr", "queue": "research", "namespace": "research", "jobs": [JOB],
+                                    "trials": []}}, "TpuExperimentArgs.experiment.trials"),
     (ImageCache, {"images": []}, "ImageCacheArgs.images"),
     (ImageCache, {"images": "us-docker.pkg.dev/p/r/img:1"}, "ImageCacheArgs.images"),
     (ImageCache, {"images": [{"image": "x"}]}, "ImageCacheArgs.images"),

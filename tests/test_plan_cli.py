@@ -311,3 +311,12 @@ def test_plan_table_wraps_long_values_instead_of_cutting_them():
 
     assert max(len(line) for line in text.splitlines()) <= 160
     assert value in re.sub(r"\n[ │├└─]*", "", text)
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_plan_never_cuts_a_key_property_short(fmt):
+    """A ClusterQueue's quotas run past one line: they wrap, whole (`memory=5327128Mi`, not `memory=532712…`)."""
+    result = tpuplane("--stack", "dev", "--format", fmt)
+
+    assert result.exit_code == 0, result.stderr
+    assert "memory=5327128Mi" in result.stdout and "…" not in result.stdout
