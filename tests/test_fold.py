@@ -48,7 +48,8 @@ def test_a_diff_of_thousands_of_changes_stays_within_githubs_limit_and_says_what
     text = comment(big_diff)
 
     assert len(text) <= GITHUB_COMMENT_MAX
-    note = re.search(r"> Folded to stay within GitHub's 65,536-character comment limit: (.*) not shown", text)
+    note = re.search(r"> Folded to stay within 65,536 characters \(GitHub takes a comment of at most 65,536\): "
+                     r"(.*) not shown", text)
     assert note and "resource rows" in note[1] and "property details (800)" in note[1]
     assert text.index("> [!NOTE]") < text.index("#### TPU impact")  # read before anything else
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 GITHUB_COMMENT_MAX = 65_536
 NOTE_RESERVE = 1_000  # room kept for the note, so adding it never breaks the limit
-SMALLEST_PART = 200  # no foldable part is shorter: with less room left, the rest is counted, not rendered
+SMALLEST_PART = 200  # with less room than this left, what remains is counted without being rendered
 
 
 @dataclass
@@ -58,8 +58,8 @@ class Folding:
         lines = list(self.lines)
         if self.folded:
             parts = ", ".join(f"{what} ({count:,})" for what, count in self.folded.items())
-            note = ["> [!NOTE]", f"> Folded to stay within GitHub's {GITHUB_COMMENT_MAX:,}-character comment limit: "
-                    f"{parts} not shown. {hint}", ""]
+            note = ["> [!NOTE]", f"> Folded to stay within {self.limit:,} characters (GitHub takes a comment of at most "
+                    f"{GITHUB_COMMENT_MAX:,}): {parts} not shown. {hint}", ""]
             at = len(lines) if self.note_at is None else self.note_at
             lines[at:at] = note
         return "\n".join(lines).rstrip("\n") + "\n"
