@@ -23,8 +23,14 @@ Rule = Callable[[Any], list[Problem]]
 
 def _masked(problem: Problem, value: Any) -> Problem:
     """The problem without the secret value: neither as what was given nor quoted in the words around it."""
+    try:
+        secret = str(value)
+    except ValueError:  # an integer too long to write out is quoted nowhere either
+        secret = ""
+
     def hide(text: str) -> str:
-        return text.replace(str(value), MASK) if str(value) else text
+        return text.replace(secret, MASK) if secret else text
+
     return dataclasses.replace(problem, given=REDACTED, allowed=hide(problem.allowed), hint=hide(problem.hint))
 
 

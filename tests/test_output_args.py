@@ -68,6 +68,15 @@ def test_a_secret_output_resolving_to_a_bad_value_is_never_shown():
     assert "SECRETPART" not in str(refused.value) and problem.given == "[secret]"
 
 
+@pytest.mark.parametrize("output", [pulumi.Output.secret(10**5000), pulumi.Output.from_input(10**5000)],
+                         ids=["secret", "plain"])
+def test_an_output_resolving_to_an_integer_too_long_to_write_is_named_by_its_size(output):
+    with pytest.raises(InvalidInput) as refused:
+        run(pool(cluster=output))
+
+    assert "TpuSlicePoolArgs.cluster: got " in str(refused.value)
+
+
 def test_an_output_resolving_to_a_good_value_registers_the_pools(registrations):
     run(pool(cluster=pulumi.Output.from_input("fleet")))
 
