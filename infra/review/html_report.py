@@ -159,7 +159,7 @@ def _costs(summary: FleetSummary, prices: PriceTable) -> str:
 def _resources(resources: Sequence[PlannedResource]) -> str:
     rows = []
     for r in resources:
-        props = key_text(key_properties(r.type, r.inputs))
+        props = key_text(key_properties(r.type, r.read()))
         inputs = json.dumps(dict(r.inputs), indent=2, sort_keys=True) if r.inputs else ""
         folded = f"<details><summary>inputs</summary><pre>{_e(inputs, lines=True)}</pre></details>" if inputs else ""
         search = " ".join((urn_name(r.parent), short_type(r.type), r.name, props)).lower()

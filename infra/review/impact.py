@@ -14,7 +14,7 @@ from typing import Any
 
 from tpuplane.infra.review.cost import CostLine, PriceTable, cost_delta, money, total, unpriced_note
 from tpuplane.infra.review.markup import md_text, visible
-from tpuplane.infra.review.plan import Plan
+from tpuplane.infra.review.plan import Plan, PlannedResource
 from tpuplane.infra.review.plan_diff import Action, ResourceChange
 from tpuplane.infra.review.summary import FleetSummary, key_properties, summarize
 from tpuplane.infra.review.fold import Folding
@@ -23,7 +23,7 @@ from tpuplane.infra.review.summary_markdown import add_diagram, summary_markdown
 
 @dataclass(frozen=True)
 class DiffContext:
-    inputs: Mapping[str, Mapping[str, Any]]  # URN -> inputs (head's, else base's)
+    resources: Mapping[str, PlannedResource]  # URN -> resource (head's, else base's)
     head: FleetSummary
     cost: tuple[CostLine, ...]  # per (generation, capacity): chips and money head adds (+) or removes (-)
     prices: PriceTable
@@ -32,7 +32,8 @@ class DiffContext:
         """Key properties of a created or deleted resource; changed resources show their changed paths."""
         if change.action not in (Action.CREATE, Action.DELETE):
             return []
-        return key_properties(change.type, self.inputs.get(change.urn, {}))
+        resource = self.resources.get(change.urn)
+        return key_properties(resource.type, resource.read()) if resource is not None else []
 
     @property
     def monthly_delta(self) -> float:
@@ -40,10 +41,9 @@ class DiffContext:
 
 
 def diff_context(base: Plan, head: Plan, prices: PriceTable) -> DiffContext:
-    inputs = {r.urn: r.inputs for r in base.resources}
-    inputs.update({r.urn: r.inputs for r in head.resources})
+    resources = {**base.by_urn(), **head.by_urn()}
     base_summary, head_summary = summarize(base), summarize(head)
-    return DiffContext(inputs, head_summary, cost_delta(base_summary, head_summary, prices), prices)
+    return DiffContext(resources, head_summary, cost_delta(base_summary, head_summary, prices), prices)
 
 
 def cost_markdown(context: DiffContext) -> list[str]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, ValidationError
 
 from tpuplane.infra.args import Source, validation_problems
 from tpuplane.infra.errors import ConfigError, Problem
@@ -48,9 +48,14 @@ class PlannedResource(BaseModel):
     custom: bool = True
     """A provider resource, not a component (the offline runner knows; a plan file does not say)."""
 
+    _read: tuple[dict[str, Any], Inputs] | None = PrivateAttr(None)
+
     def read(self) -> Inputs:
-        """What reviewers read of the inputs, typed by the resource's type (`resource_inputs`)."""
-        return read_inputs(self.type, self.inputs)
+        """What reviewers read of the inputs, typed by the resource's type (`resource_inputs`); read once (a copy
+        with other inputs, such as the redacted one, reads its own)."""
+        if self._read is None or self._read[0] is not self.inputs:
+            self._read = (self.inputs, read_inputs(self.type, self.inputs))
+        return self._read[1]
 
     def to_json(self) -> dict[str, Any]:
         shown = {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,

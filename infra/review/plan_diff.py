@@ -17,11 +17,12 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, child_path, redact_inputs, redact_text
 from tpuplane.infra.review.plan import (
-    CLUSTER, HELM_RELEASE, NODE_POOL, RESERVATION, RESOURCE_POLICY, Plan, PlannedResource, TpuPool, tpu_pool,
+    CLUSTER, HELM_RELEASE, NODE_POOL, RESERVATION, RESOURCE_POLICY, NodePoolInputs, Plan, PlannedResource, TpuPool,
+    tpu_pool,
 )
 
 # ---------------------------------------------------------------------------------------------------------
@@ -298,7 +299,8 @@ class _ImpactTally:
 
 
 def _tpu(resource: PlannedResource | None) -> TpuPool | None:
-    return tpu_pool(resource.inputs) if resource is not None and resource.type == NODE_POOL else None
+    return tpu_pool(cast(NodePoolInputs, resource.read())) if resource is not None and resource.type == NODE_POOL \
+        else None
 
 
 def diff_plans(base: Plan, head: Plan, redacted: tuple[Plan, Plan] | None = None) -> PlanDiff:

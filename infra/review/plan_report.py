@@ -124,7 +124,7 @@ def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = 
     def add(node: Tree, parent_urn: str) -> None:
         for res in children.get(parent_urn, []):
             label = Text.assemble((visible(short_type(res.type)), "cyan"), " ", (visible(res.name), "bold"))
-            props = key_properties(res.type, res.inputs)
+            props = key_properties(res.type, res.read())
             if props:
                 label.append("  " + visible(key_text(props)), "green")
             child = node.add(label)
@@ -141,7 +141,7 @@ def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = 
 
 def _md_resource_row(r: PlannedResource) -> list[str]:
     return [f"| {md_code(urn_name(r.parent), cell=True)} | {md_code(short_type(r.type), cell=True)} | "
-            f"{md_code(r.name, cell=True)} | {md_text(key_text(key_properties(r.type, r.inputs)))} |"]
+            f"{md_code(r.name, cell=True)} | {md_text(key_text(key_properties(r.type, r.read())))} |"]
 
 
 def _md_inputs(r: PlannedResource) -> list[str]:

@@ -10,6 +10,7 @@ absent wherever a mapping, list, number or flag is expected: it is not shown, an
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -70,17 +71,27 @@ class Inputs(BaseModel):
     def _hidden_is_absent(cls, value: Any, info: ValidationInfo) -> Any:
         """A secret (engine-marked, or `[secret]` in a plan file) is text where text is read, else absent: the
         field itself, or an entry of a list of mappings."""
-        annotation = cls.model_fields[info.field_name].annotation
         if isinstance(value, list):
-            item = _list_item(annotation)
-            value = [_hidden(v) for v in value]
-            return value if item is None or _takes_text(item) else [v for v in value if v != REDACTED]
-        value = _hidden(value)
-        return None if value == REDACTED and not _takes_text(annotation) else value
+            if not any(_hidden(v) for v in value):
+                return value
+            value = [REDACTED if _hidden(v) else v for v in value]
+            return value if _field_takes(cls, info.field_name)[1] else [v for v in value if v != REDACTED]
+        if _hidden(value) and not _field_takes(cls, info.field_name)[0]:
+            return None
+        return REDACTED if isinstance(value, Mapping) and PULUMI_SECRET_SIG in value else value
 
 
-def _hidden(value: Any) -> Any:
-    return REDACTED if isinstance(value, Mapping) and PULUMI_SECRET_SIG in value else value
+def _hidden(value: Any) -> bool:
+    """`[secret]`, or a value the engine marks secret."""
+    return value == REDACTED if isinstance(value, str) else isinstance(value, Mapping) and PULUMI_SECRET_SIG in value
+
+
+@functools.lru_cache(maxsize=None)  # one entry per field of the models above
+def _field_takes(model: type[BaseModel], name: str) -> tuple[bool, bool]:
+    """Whether the field takes text, and whether the items of its list (when it is one) do."""
+    annotation = model.model_fields[name].annotation
+    item = _list_item(annotation)
+    return _takes_text(annotation), item is None or _takes_text(item)
 
 
 def _list_item(annotation: Any) -> Any:

@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.fleet.capacity import FLEX_START_LABEL, SPOT_LABEL
@@ -40,6 +40,7 @@ from tpuplane.infra.review.resource_inputs import (
     ConfigGroupInputs,
     HelmReleaseInputs,
     ImageInputs,
+    Inputs,
     JobSetInputs,
     KubernetesInputs,
     LocalQueueInputs,
@@ -254,7 +255,7 @@ def _pool_groups(resources: Sequence[PlannedResource]) -> tuple[tuple[PoolGroup,
     for r in resources:
         if r.type != NODE_POOL:
             continue
-        pool = node_pool(r.inputs)
+        pool = cast(NodePoolInputs, r.read())
         if machine_type_generation(_machine_type(pool)):
             tpu.setdefault(r.parent or r.name, []).append((r, pool))
         else:
@@ -304,7 +305,7 @@ def _flavors(resources: Sequence[PlannedResource], groups: tuple[PoolGroup, ...]
     for r in resources:
         if r.type != RESOURCE_FLAVOR:
             continue
-        flavor = ResourceFlavorInputs.model_validate(r.inputs)
+        flavor = cast(ResourceFlavorInputs, r.read())
         labels = dict((flavor.spec.node_labels if flavor.spec else None) or {})
         selected = tuple(name for name, pools in candidates
                          if labels and any(labels.items() <= dict(pool).items() for pool in pools))
@@ -324,10 +325,10 @@ def _queues(resources: Sequence[PlannedResource]) -> tuple[Queue, ...]:
     feeders: dict[str, list[str]] = {}
     for r in resources:
         if r.type == LOCAL_QUEUE:
-            local = LocalQueueInputs.model_validate(r.inputs)
+            local = cast(LocalQueueInputs, r.read())
             target = (local.spec.cluster_queue if local.spec else None) or ""
             feeders.setdefault(target, []).append(f"{_namespace(local) or 'default'}/{_name(local, r.name)}")
-    queues = [_queue(ClusterQueueInputs.model_validate(r.inputs), r.name, feeders)
+    queues = [_queue(cast(ClusterQueueInputs, r.read()), r.name, feeders)
               for r in resources if r.type == CLUSTER_QUEUE]
     return tuple(sorted(queues, key=lambda q: q.name))
 
@@ -358,7 +359,7 @@ def _pathways(resources: Sequence[PlannedResource]) -> tuple[PathwaysService, ..
     for r in resources:
         if r.type != JOBSET:
             continue
-        jobset = JobSetInputs.model_validate(r.inputs)
+        jobset = cast(JobSetInputs, r.read())
         labels = (jobset.metadata.labels if jobset.metadata else None) or {}
         if labels.get(_APP_NAME) != MANAGED_BY_LABELS[_APP_NAME]:
             continue
@@ -381,7 +382,7 @@ def _images(resources: Sequence[PlannedResource]) -> tuple[SidecarImage, ...]:
     images = []
     for r in resources:
         if r.type == IMAGE:
-            image = ImageInputs.model_validate(r.inputs)
+            image = cast(ImageInputs, r.read())
             images.append(SidecarImage(r.name, tuple(image.tags or ()), _base_image(image)))
     return tuple(sorted(images, key=lambda i: i.name))
 
@@ -403,7 +404,7 @@ def config_objects(inputs: Mapping[str, Any] | ConfigGroupInputs) -> list[tuple[
 def _cluster(resources: Sequence[PlannedResource]) -> str:
     for r in resources:
         if r.type == CLUSTER:
-            cluster = ClusterInputs.model_validate(r.inputs)
+            cluster = cast(ClusterInputs, r.read())
             return f"{cluster.name or r.name} ({cluster.location or '?'})"
     return ""
 
@@ -419,7 +420,7 @@ def summarize(plan: Plan) -> FleetSummary:
         sidecar_images=_images(items),
         resource_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         config_objects=tuple(sorted((r.name, kind, name) for r in items if r.type == CONFIG_GROUP
-                                    for kind, name in config_objects(r.inputs))),
+                                    for kind, name in config_objects(cast(ConfigGroupInputs, r.read())))),
     )
 
 
@@ -437,9 +438,10 @@ def key_text(props: list[tuple[str, str]]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in props)
 
 
-def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The few properties that say what a resource is, as (label, value) pairs; [] when nothing stands out."""
-    read = read_inputs(resource_type, inputs)
+def key_properties(resource_type: str, inputs: Mapping[str, Any] | Inputs) -> list[tuple[str, str]]:
+    """The few properties that say what a resource is, as (label, value) pairs; [] when nothing stands out. Takes
+    raw inputs, or a resource's `read()`."""
+    read = inputs if isinstance(inputs, Inputs) else read_inputs(resource_type, inputs)
     if isinstance(read, NodePoolInputs):
         return _pool_properties(read)
     if isinstance(read, ClusterQueueInputs):
