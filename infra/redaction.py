@@ -254,14 +254,22 @@ def _redact_all(value: Any) -> Any:
 
 
 def redact_inputs(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """A resource's inputs, redacted; a Kubernetes Secret resource loses every value of `data`/`stringData`, and
-    inputs the engine marks secret as a whole (a plan file can say so) are all hidden, as `{"[secret]": ...}`."""
-    out = redact(dict(inputs))
+    """A resource's inputs, redacted (the very mapping when nothing in it is secret: never changed here); a
+    Kubernetes Secret resource loses every value of `data`/`stringData`, and inputs the engine marks secret as a
+    whole (a plan file can say so) are all hidden, as `{"[secret]": ...}`."""
+    out = redact(inputs if type(inputs) is dict else dict(inputs))
     if not isinstance(out, dict):
         return {REDACTED: REDACTED}
     if resource_type.startswith("kubernetes:core/v1:Secret"):
-        out.update({k: _redact_all(inputs[k]) for k in ("data", "stringData") if k in inputs})
+        out = {**out, **{k: _redact_all(inputs[k]) for k in ("data", "stringData") if k in inputs}}
     return out
+
+
+def redact_names(names: Sequence[str]) -> list[str]:
+    """Several names (a resource's URN, type, parent, ...) masked, with one check for all when none holds a secret."""
+    if not _may_hold_secret_text("\n".join(names)):
+        return list(names)
+    return [redact_text(name) for name in names]
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same paths recur in every resource of a kind

@@ -233,29 +233,33 @@ def _finite_float(text: str) -> float:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {json.dumps(key)[:60]}")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):  # the rare case pays for finding which key
+        seen: set[str] = set()
+        key = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate key {json.dumps(key)[:60]}")
     return out
 
 
-def _depth_ok(value: Any) -> bool:
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _depth_ok(text: str) -> bool:
+    """Nesting of at most MAX_DEPTH, counted on the JSON text's brackets outside its strings (a plan file of
+    thousands of resources holds far fewer brackets than values)."""
+    depth = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
         if depth > MAX_DEPTH:
             return False
-        if isinstance(item, dict):
-            stack += [(v, depth + 1) for v in item.values()]
-        elif isinstance(item, list):
-            stack += [(v, depth + 1) for v in item]
     return True
 
 
 def load_json(text: str, source: str, hint: str = "") -> Any:
     """A JSON document: duplicate keys, NaN/Infinity and nesting over MAX_DEPTH are refused."""
+    if not _depth_ok(text):
+        raise ConfigError.at(source, f"nesting deeper than {MAX_DEPTH}", f"at most {MAX_DEPTH} levels", hint)
     try:
         value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
                            object_pairs_hook=_unique_keys)
@@ -267,8 +271,6 @@ def load_json(text: str, source: str, hint: str = "") -> Any:
     except RecursionError:
         value = None
         raise ConfigError.at(source, f"nesting deeper than {MAX_DEPTH}", f"at most {MAX_DEPTH} levels", hint) from None
-    if not _depth_ok(value):
-        raise ConfigError.at(source, f"nesting deeper than {MAX_DEPTH}", f"at most {MAX_DEPTH} levels", hint)
     return value
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, Valid
 from tpuplane.infra.args import Source, validation_problems
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.catalog import machine_type_generation
-from tpuplane.infra.redaction import redact, redact_inputs, redact_text, sensitive_paths
+from tpuplane.infra.redaction import redact, redact_inputs, redact_names, redact_text, sensitive_paths
 from tpuplane.infra.review.resource_inputs import (  # noqa: F401 (the type tokens, where reviewers import them)
     CLUSTER,
     CONFIG_GROUP,
@@ -53,9 +53,11 @@ class PlannedResource(BaseModel):
     def read(self) -> Inputs:
         """What reviewers read of the inputs, typed by the resource's type (`resource_inputs`); read once (a copy
         with other inputs, such as the redacted one, reads its own)."""
-        if self._read is None or self._read[0] is not self.inputs:
-            self._read = (self.inputs, read_inputs(self.type, self.inputs))
-        return self._read[1]
+        private = self.__pydantic_private__  # a private attribute read the slow way costs more than the read
+        cached = private["_read"]
+        if cached is None or cached[0] is not self.inputs:
+            cached = private["_read"] = (self.inputs, read_inputs(self.type, self.inputs))
+        return cached[1]
 
     def to_json(self) -> dict[str, Any]:
         shown = {"urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
@@ -97,17 +99,20 @@ class Plan(BaseModel):
                 manifests.append(r.inputs)
         return manifests
 
+    @staticmethod
+    def _redacted(r: PlannedResource) -> PlannedResource:
+        urn, type_, name, parent, *rest = redact_names([r.urn, r.type, r.name, r.parent or "", *r.depends_on,
+                                                         *r.aliases])
+        return r.model_copy(update={"urn": urn, "type": type_, "name": name, "parent": parent or r.parent,
+                                    "depends_on": tuple(rest[:len(r.depends_on)]),
+                                    "aliases": tuple(rest[len(r.depends_on):]),
+                                    "inputs": redact_inputs(r.type, r.inputs)})
+
     def redacted(self) -> "Plan":
         """A copy safe to render in any format: every resource's inputs and the outputs redacted, and the secret
         parts of every name masked: the project's, the stack's, and each resource's name, type, URN, parent,
         dependencies and aliases. Policies read the plan itself."""
-        resources = tuple(
-            r.model_copy(update={"urn": redact_text(r.urn), "type": redact_text(r.type), "name": redact_text(r.name),
-                                 "parent": redact_text(r.parent) if r.parent else r.parent,
-                                 "depends_on": tuple(map(redact_text, r.depends_on)),
-                                 "aliases": tuple(map(redact_text, r.aliases)),
-                                 "inputs": redact_inputs(r.type, r.inputs)})
-            for r in self.resources)
+        resources = tuple(self._redacted(r) for r in self.resources)
         return self.model_copy(update={"project": redact_text(self.project), "stack": redact_text(self.stack),
                                        "resources": resources, "outputs": redact(self.outputs)})
 
