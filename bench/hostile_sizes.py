@@ -29,10 +29,12 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-# The command line, reporting its own peak RSS (KiB) on stderr as it exits.
-_REPORTS_RSS = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write("
-                "f'\\nmaxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')); ")
-TPUPLANE = [sys.executable, "-c", _REPORTS_RSS + "from tpuplane.cli.main import app; app(prog_name='tpuplane')"]
+# The command line, reporting its own CPU seconds and peak RSS (KiB) on stderr as it exits: CPU time is what a
+# machine shared with other work does not inflate as much as it does the wall clock.
+_REPORTS_USAGE = ("import atexit, resource, sys; u = lambda: resource.getrusage(resource.RUSAGE_SELF); "
+                  "atexit.register(lambda: sys.stderr.write(f'\\nusage {u().ru_utime + u().ru_stime} "
+                  "{u().ru_maxrss}\\n')); ")
+TPUPLANE = [sys.executable, "-c", _REPORTS_USAGE + "from tpuplane.cli.main import app; app(prog_name='tpuplane')"]
 
 
 def plan_pair(pools: int, folder: Path) -> tuple[Path, Path, int]:
@@ -59,20 +61,24 @@ def plan_pair(pools: int, folder: Path) -> tuple[Path, Path, int]:
     return *paths, sum(p.stat().st_size for p in paths)
 
 
-def timed(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB, when the child reports it) of one child process."""
+def timed(argv: list[str], stdout: Path | None = None) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MiB) of one child process; the last two when it reports them."""
     start = time.perf_counter()
     with open(stdout or "/dev/null", "w") as out:
         proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO, check=False)
     seconds = time.perf_counter() - start
-    reported = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("maxrss ")]
-    return seconds, int(reported[-1]) / 1024 if reported else float("nan")
+    reported = [line.split()[1:] for line in proc.stderr.splitlines() if line.startswith("usage ")]
+    cpu, rss = (float(reported[-1][0]), int(reported[-1][1]) / 1024) if reported else (float("nan"), float("nan"))
+    return seconds, cpu, rss
 
 
-def against_floor(argv: list[str], floor: list[str], repeat: int, out: Path | None = None) -> tuple[float, float]:
-    """Median seconds of the command and of its floor, each pair run back to back so both see the same load."""
-    pairs = [(timed(argv, out)[0], timed(floor)[0]) for _ in range(repeat)]
-    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+def against_floor(argv: list[str], floor: list[str], repeat: int, out: Path | None = None
+                  ) -> tuple[float, float, float]:
+    """Median wall seconds of the command and of its floor, each pair run back to back so both see the same load,
+    and the command's median CPU seconds."""
+    runs = [(timed(argv, out), timed(floor)) for _ in range(repeat)]
+    return (statistics.median(run[0] for run, _ in runs), statistics.median(floor[0] for _, floor in runs),
+            statistics.median(run[1] for run, _ in runs))
 
 
 FLOOR_DIFF = ("import json, sys; a, b = (json.loads(open(p).read()) for p in sys.argv[1:3]); "
@@ -81,19 +87,20 @@ FLOOR_DIFF = ("import json, sys; a, b = (json.loads(open(p).read()) for p in sys
 
 def bench_diff(folder: Path, repeat: int) -> None:
     print("tpuplane diff -f markdown of two plan files, against json.loads + == of the same files")
-    print(f"{'pools':>6} {'MB':>6} {'diff s':>8} {'floor s':>8} {'ratio':>6} {'ms/pool':>8} {'comment chars':>14}")
+    print(f"{'pools':>6} {'MB':>6} {'diff s':>8} {'CPU s':>6} {'floor s':>8} {'ratio':>6} {'ms/pool':>8} "
+          f"{'comment chars':>14}")
     for pools in (1000, 2000, 3500):
         base, head, size = plan_pair(pools, folder)
         out = folder / "comment.md"
-        diff_s, floor_s = against_floor([*TPUPLANE, "diff", str(base), str(head)],
-                                        [sys.executable, "-c", FLOOR_DIFF, str(base), str(head)], repeat, out)
-        print(f"{pools:>6} {size / 1e6:>6.1f} {diff_s:>8.2f} {floor_s:>8.2f} {diff_s / floor_s:>6.1f} "
+        diff_s, floor_s, cpu = against_floor([*TPUPLANE, "diff", str(base), str(head)],
+                                             [sys.executable, "-c", FLOOR_DIFF, str(base), str(head)], repeat, out)
+        print(f"{pools:>6} {size / 1e6:>6.1f} {diff_s:>8.2f} {cpu:>6.2f} {floor_s:>8.2f} {diff_s / floor_s:>6.1f} "
               f"{diff_s / pools * 1000:>8.2f} {len(out.read_text()):>14,}")
 
 
 def bench_experiment(folder: Path, repeat: int) -> None:
     print("\ntpuplane experiment render of a grid, against printing its JobSets with the same YAML emitter")
-    print(f"{'trials':>6} {'render s':>9} {'floor s':>8} {'ratio':>6} {'ms/trial':>9}")
+    print(f"{'trials':>6} {'render s':>9} {'CPU s':>6} {'floor s':>8} {'ratio':>6} {'ms/trial':>9}")
     for values in (10, 100, 1000):
         spec = folder / f"grid-{values}.yaml"
         spec.write_text(f"name: sweep\ngrid:\n  lr: [{', '.join(str(i) for i in range(values))}]\n"
@@ -104,14 +111,14 @@ def bench_experiment(folder: Path, repeat: int) -> None:
         as_json.write_text(json.dumps(list(yaml.load_all(printed.read_text(), Loader=yaml.CSafeLoader))))
         floor = ("import json, sys, yaml; docs = json.load(open(sys.argv[1])); sys.stdout.write(yaml.dump_all(docs, "
                  "Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False, width=2**31 - 1))")
-        render_s, floor_s = against_floor(render, [sys.executable, "-c", floor, str(as_json)], repeat, printed)
-        print(f"{values:>6} {render_s:>9.2f} {floor_s:>8.2f} {render_s / floor_s:>6.1f} "
+        render_s, floor_s, cpu = against_floor(render, [sys.executable, "-c", floor, str(as_json)], repeat, printed)
+        print(f"{values:>6} {render_s:>9.2f} {cpu:>6.2f} {floor_s:>8.2f} {render_s / floor_s:>6.1f} "
               f"{render_s / values * 1000:>9.2f}")
 
 
 def bench_single_host_slices(folder: Path, repeat: int) -> None:
     print("\ntpuplane plan -f json of single-host v6e-1 slices, per slice against one slice's plan")
-    print(f"{'slices':>7} {'plan s':>7} {'MiB':>6} {'ms/slice':>9}")
+    print(f"{'slices':>7} {'plan s':>7} {'CPU s':>6} {'MiB':>6} {'ms/slice':>9}")
     for slices in (1, 1000, 4000, 14990):
         config = folder / f"Pulumi.s{slices}.yaml"
         config.write_text("config:\n  gcp:project: acme-ml\n  gcp:region: us-east5\n"
@@ -120,8 +127,9 @@ def bench_single_host_slices(folder: Path, repeat: int) -> None:
                           "capacity: spot}]\n")
         runs = [timed([*TPUPLANE, "plan", "--project-dir", str(REPO), "--config", str(config), "--format", "json"])
                 for _ in range(repeat)]
-        seconds = statistics.median(r[0] for r in runs)
-        print(f"{slices:>7} {seconds:>7.2f} {max(r[1] for r in runs):>6.0f} {seconds / slices * 1000:>9.2f}")
+        seconds, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+        print(f"{slices:>7} {seconds:>7.2f} {cpu:>6.2f} {max(r[2] for r in runs):>6.0f} "
+              f"{seconds / slices * 1000:>9.2f}")
 
 
 def main() -> None:
