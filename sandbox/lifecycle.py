@@ -25,7 +25,7 @@ from tpuplane.sandbox.processes import Launcher, Started, alive, free_port, http
 from tpuplane.sandbox.toolchain import require_all
 
 Progress = Callable[[str], None]
-NODES_READY_TIMEOUT = 60.0
+NODES_READY_TIMEOUT = 180.0  # kwok marks a few hundred nodes Ready in tens of seconds on 2 cores
 
 
 class SandboxError(RuntimeError):
@@ -145,6 +145,7 @@ def _start_controllers(source: StackSource, state: SandboxState, paths: Paths,
     kueue_objects = controllers.install_objects(controllers.KUEUE, kueue_render, ports.kueue_webhook,
                                                 kueue_ca.cert_pem)
     crds = [o for o in [*jobset_objects, *kueue_objects] if o["kind"] == "CustomResourceDefinition"]
+    crds.append(controllers.provisioning_request_crd())
     api.apply([*namespaces, *crds])
     api.wait_for_crds([c["metadata"]["name"] for c in crds])
     api.apply(o for o in [*jobset_objects, *kueue_objects] if o["kind"] != "CustomResourceDefinition")
