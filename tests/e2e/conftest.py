@@ -68,14 +68,14 @@ def dev_sandbox(tmp_path_factory) -> Iterator[SandboxState]:
 class Sandboxes:
     """One sandbox at a time, per stack config file, reused by every test that asks for that stack: asking for
     another stack stops the one that runs (the machine has two cores). `applied=True` brings the stack's
-    Kubernetes half up with the engine first (a no-op when it is)."""
+    Kubernetes half up with the engine first (a no-op when it is), `applied=False` takes it down (likewise)."""
 
     def __init__(self, root: Path):
         self.root = root
         self.current: tuple[Path, SandboxState] | None = None
 
-    def get(self, config_file: Path, *, applied: bool = False) -> SandboxState:
-        from tpuplane.sandbox.engine import apply_kubernetes_half
+    def get(self, config_file: Path, *, applied: bool | None = None) -> SandboxState:
+        from tpuplane.sandbox.engine import Engine, apply_kubernetes_half, stack_project
 
         config_file = config_file.resolve()
         if self.current is not None and self.current[0] != config_file:
@@ -87,6 +87,10 @@ class Sandboxes:
         state = self.current[1]
         if applied:
             apply_kubernetes_half(state, lambda _: None)
+        elif applied is False:
+            engine, project = Engine(Path(state.directory) / "pulumi", Path(state.kubeconfig)), stack_project(state)
+            engine.prepare(project)
+            engine.destroy(project)
         return state
 
     def close(self) -> None:

@@ -47,7 +47,7 @@ def yaml_program(kubeconfig: str) -> Project:
 
 @pytest.fixture
 def engine_and_program(sandboxes, tmp_path):
-    state = sandboxes.get(STACKS / "Pulumi.dev.yaml")
+    state = sandboxes.get(STACKS / "Pulumi.dev.yaml", applied=False)  # its own BatchStack: the stack's would clash
     program = yaml_program(state.kubeconfig)
     engine = Engine(tmp_path / "pulumi", Path(state.kubeconfig))
     yield engine, program, state
