@@ -130,12 +130,16 @@ def status_command(
     from rich import box
     from rich.table import Table
 
+    from tpuplane.sandbox.layout import UnreadableState
     from tpuplane.sandbox.lifecycle import status
 
     if fmt not in ("table", "json"):
         raise _fail(f"--format: got {fmt!r}; allowed: table, json")
     where = _directory(directory)
-    current = status(where)
+    try:
+        current = status(where)
+    except UnreadableState as exc:
+        raise _fail(str(exc)) from None
     if current is None:
         raise _fail(f"no sandbox in {where}; start one with `tpuplane sandbox up --stack dev`")
     if fmt == "json":

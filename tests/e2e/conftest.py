@@ -18,7 +18,7 @@ from tpuplane.cli.plan import read_stack_file
 from tpuplane.infra.stack import load_stack_config
 from tpuplane.sandbox import lifecycle, toolchain
 from tpuplane.sandbox.layout import SandboxState
-from tpuplane.sandbox.processes import MARKER_ENV
+from tpuplane.sandbox.processes import marked
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,19 +38,7 @@ def stack_source(stack: str, config_file: Path | None = None) -> lifecycle.Stack
 
 def processes_marked(directory: Path) -> list[int]:
     """Pids of live processes whose environment carries the sandbox's marker for `directory`."""
-    marker = f"{MARKER_ENV}={directory}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in environ.split(b"\0") and state != "Z":
-            found.append(int(proc.name))
-    return found
+    return marked(str(directory))
 
 
 @pytest.fixture(scope="session")
