@@ -2,6 +2,8 @@
 #   make plan   - the offline plan of the dev stack (no credentials, no Pulumi CLI)
 #   make test   - the test suite (also installs Debian's Chromium for the HTML report test, when run as root, and
 #                 Mermaid from npm for the test that PR comments' diagrams parse)
+#   make e2e    - the e2e tier on a real control plane (tpuplane sandbox); its first run builds the sandbox's
+#                 toolchain from the Go modules pinned in sandbox/toolchain (needs Go 1.26; cached by pin)
 VENV   ?= .venv
 PYTHON ?= python3
 STACK  ?= dev
@@ -9,7 +11,7 @@ BIN    := $(VENV)/bin
 
 MERMAID := tests/mermaid/node_modules/mermaid/dist/mermaid.min.js
 
-.PHONY: plan test bench setup browser mermaid
+.PHONY: plan test e2e bench setup browser mermaid
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -39,6 +41,10 @@ plan: $(VENV)/.installed
 test: $(VENV)/.installed browser mermaid
 	$(BIN)/pytest -q -n 2
 
+e2e: $(VENV)/.installed
+	$(BIN)/tpuplane sandbox build
+	$(BIN)/pytest -q -p no:xdist --e2e tests/e2e
+
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_speed.py
 	$(BIN)/python bench/plan_scale.py
@@ -46,3 +52,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/sidecar_check.py
 	$(BIN)/python bench/local_sidecar.py
 	$(BIN)/python bench/colocated.py
+	$(BIN)/python bench/sandbox.py
