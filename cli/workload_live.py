@@ -239,7 +239,7 @@ def _read_workload(kube: "BatchApi", namespace: str, name: str) -> _Read:
               for c in optional_read(lambda: kube.list_objects(ADMISSION_CHECKS), []) if c.get("metadata")}
     events = workload_events(optional_read(lambda: kube.namespace_events(namespace), []), jobset, workload, pods)
     facts = WorkloadFacts(jobset=jobset, workload=workload, pods=pods,
-                          book=QueueBook(cluster_queues, local_queues) if cluster_queues else None,
+                          book=QueueBook(cluster_queues, local_queues),
                           workloads=everyone, admission_checks=checks, check=check, pools=pools)
     return _Read(facts, row, events)
 

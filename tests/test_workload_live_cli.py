@@ -26,8 +26,7 @@ from tpuplane.infra.batch.workload_state import LIST_SCHEMA
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"
-SHORT = (f"couldn't assign flavors to pod set slice: insufficient unused quota for {rk.TPU} in flavor {rk.FLAVOR}, "
-         "32 more needed")
+SHORT = rk.short_of_quota("slice", 32, 32)  # as Kueue writes it for a tpuplane ClusterQueue
 
 # Every live command, as a user would type it (the kubeconfig is appended).
 LIVE_COMMANDS = {
