@@ -183,10 +183,13 @@ def _live_check(kube: "BatchApi", jobset: dict[str, Any], flavors: list, cluster
     """The scheduling check on the cluster's queues and nodes, when the nodes can be read (None otherwise)."""
     from tpuplane.infra.batch.cluster_facts import as_manifest, cluster_facts
 
+    from tpuplane.runtime.batch_api import PRIORITY_CLASSES
+
     nodes = optional_read(kube.list_nodes, None)
     if nodes is None:
         return None, ()
-    facts = cluster_facts(flavors, cluster_queues, local_queues, nodes)
+    facts = cluster_facts(flavors, cluster_queues, local_queues, nodes,
+                          optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None))
     try:
         return _check(as_manifest(jobset), facts), facts.pools
     except (ConfigError, ImportError):  # a JobSet the check cannot read, or no infra extra: no check
@@ -397,7 +400,7 @@ def _place(jobsets: list[dict[str, Any]], namespace: Optional[str], default: str
 
 def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list[str]:
     """Why `workload check` says some JobSet could never run: on the stack, or on the cluster's queues and nodes."""
-    from tpuplane.runtime.batch_api import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS
+    from tpuplane.runtime.batch_api import CLUSTER_QUEUES, LOCAL_QUEUES, PRIORITY_CLASSES, RESOURCE_FLAVORS
 
     if cfg is not None:
         from tpuplane.infra.batch.schedule_check import stack_facts
@@ -409,7 +412,8 @@ def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list
 
         try:
             facts = cluster_facts(kube.list_objects(RESOURCE_FLAVORS), kube.list_objects(CLUSTER_QUEUES),
-                                  kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes())
+                                  kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes(),
+                                  optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None))
         except ApiCallFailed as error:
             if error.status != 403:
                 raise

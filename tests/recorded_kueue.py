@@ -244,6 +244,14 @@ def event(obj: dict[str, Any], kind: str, reason: str, message: str, minutes_ago
 # Queues, flavors, nodes
 
 
+def priority_classes() -> list[dict[str, Any]]:
+    """The WorkloadPriorityClasses of the world, as the API server returns them (cluster-scoped, no status)."""
+    return [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+             "metadata": {"name": name, "uid": uid(f"wpc/{name}"), "creationTimestamp": at(600), "generation": 1,
+                          "resourceVersion": "431"},
+             "value": value, "description": f"tpuplane priority {name}"} for name, value in PRIORITIES.items()]
+
+
 def resource_flavor() -> dict[str, Any]:
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
             "metadata": {"name": FLAVOR, "uid": uid("rf"), "creationTimestamp": at(600), "generation": 1,

@@ -70,6 +70,21 @@ def test_check_refuses_a_selector_no_pool_offers():
     assert "no flavor fits" in " ".join(result.all_problems())
 
 
+def test_check_refuses_a_priority_class_the_cluster_does_not_have():
+    """Kueue makes no Workload for a JobSet whose priority-class label names no WorkloadPriorityClass (seen on
+    the sandbox: it stays suspended, with no event saying why)."""
+    jobset = rk.jobset("a-odd", "team-a", queue="team-a")
+    jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    facts = live_facts()
+    known = cluster_facts([rk.resource_flavor()], rk.team_queues(), [rk.local_queue("team-a", "team-a", "team-a")],
+                          rk.fleet_nodes(), rk.priority_classes())
+
+    assert check_workload(as_manifest(jobset), facts).ok  # the classes could not be read: any priority goes
+    assert check_workload(as_manifest(jobset), known).all_problems() == [
+        "its kueue.x-k8s.io/priority-class label names WorkloadPriorityClass urgent, which does not exist (there "
+        "are: high, low, medium): Kueue makes no Workload for it, so it never runs"]
+
+
 def test_as_manifest_keeps_what_was_submitted_only():
     jobset = rk.jobset("a-train", "team-a", queue="team-a")
 

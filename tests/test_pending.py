@@ -223,6 +223,20 @@ def test_why_before_kueue_made_a_workload(a_big):
     assert kinds(explain(facts(a_big, None))) == ["no-workload"]
 
 
+def test_why_kueue_makes_no_workload_for_a_priority_class_that_does_not_exist(a_big):
+    a_big["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    live = cluster_facts([rk.resource_flavor()], rk.team_queues(), [rk.local_queue("team-a", "team-a", "team-a")],
+                         rk.fleet_nodes(), rk.priority_classes())
+
+    reasons = explain(facts(a_big, None, check=check_workload(as_manifest(a_big), live)))
+
+    assert [r.text for r in reasons] == [
+        "Kueue has made no Workload for it: the scheduling check below says why.",
+        "the scheduling check on the cluster's queues and node pools: its kueue.x-k8s.io/priority-class label names "
+        "WorkloadPriorityClass urgent, which does not exist (there are: high, low, medium): Kueue makes no Workload "
+        "for it, so it never runs"]
+
+
 def test_why_a_running_workload_is_not_waiting():
     jobset = rk.jobset("a-train", "team-a", queue="team-a", ready=1)
     workload = rk.workload(jobset, conditions=rk.admitted_conditions("team-a"), cluster_queue="team-a")

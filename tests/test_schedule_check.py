@@ -50,6 +50,16 @@ def test_check_workload_tpuplane_rendered_jobset_can_run(dev_cfg, dev):
     assert (pod_set.flavor, pod_set.pools) == ("tpu-v6e-slice-4x4-spot", ("train-0", "train-1"))
 
 
+def test_check_workload_refuses_a_priority_class_the_stack_does_not_create(dev_cfg, dev):
+    spec = TpuWorkloadSpec(name="train", jobs=[TpuJob(tpu_type="v6e-16", capacity="spot", image="i", command="c")])
+    jobset = render_tpu_jobset(spec, dev_cfg.batch)
+    jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+
+    assert check_workload(jobset, dev).problems == (
+        "its kueue.x-k8s.io/priority-class label names WorkloadPriorityClass urgent, which does not exist (there "
+        "are: high, low, medium, very-high, very-low): Kueue makes no Workload for it, so it never runs",)
+
+
 def test_check_workload_xpk_jobset_gets_the_tpu_flavor_and_both_slices(dev):
     result = check_workload(workload("xpk_v6e_16_x2.yaml"), dev)
 

@@ -267,6 +267,22 @@ def test_submit_server_dry_run_stores_nothing(world, jobsets_file):
     assert [r.query["dryRun"] for r in world.requests if r.method == "PATCH"] == [["All"]]
 
 
+def test_submit_refused_by_an_admission_webhook_is_not_called_forbidden_by_rbac(world, jobsets_file):
+    """controller-runtime's webhooks deny with 403 (the body as the sandbox's API server returned it)."""
+    message = ('admission webhook "vjobset.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/queue-name]: '
+               'Invalid value: "Team_A": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+               "characters, '-' or '.'")
+    world.serve(f"{JOBSETS}/a-new", not_found("jobsets", "jobset.x-k8s.io", "a-new"), 404)
+    world.serve(f"{JOBSETS}/a-new", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                     "message": message, "reason": "Forbidden", "code": 403}, 403, method="PATCH")
+
+    result = tpuplane("workload", "submit", str(jobsets_file), "--kubeconfig", str(world.kubeconfig))
+
+    line = assert_one_line_error(result, "error: apply JobSet team-a/a-new: the API server refused it: admission "
+                                         'webhook "vjobset.kb.io" denied the request: ')
+    assert "RBAC" not in line
+
+
 def test_submit_refuses_what_could_never_run_with_the_checks_reasons(world, tmp_path):
     import yaml
 

@@ -369,6 +369,9 @@ def explain(facts: WorkloadFacts) -> list[Reason]:
         if QUEUE_LABEL not in labels(facts.jobset):
             found.append(Reason("not-managed", f"it has no {QUEUE_LABEL} label, so Kueue does not manage it: no "
                                                "quota applies and kube-scheduler alone places its pods."))
+        elif facts.check is not None and not facts.check.ok:
+            found.append(Reason("no-workload", "Kueue has made no Workload for it: the scheduling check below says "
+                                               "why."))
         else:
             found.append(Reason("no-workload", "Kueue has not created its Workload yet: if this lasts, check that "
                                                "the Kueue controller runs and manages JobSets in this namespace."))

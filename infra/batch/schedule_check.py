@@ -22,6 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from tpuplane.infra.batch.admission import QUEUE_LABEL, admitted
 from tpuplane.infra.batch.kueue import CPU_FLAVOR, render_cluster_queues, render_flavors, render_local_queues
+from tpuplane.infra.batch.kueue_config import PRIORITIES
+from tpuplane.infra.batch.workload import PRIORITY_LABEL
 from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
@@ -69,6 +71,7 @@ class StackFacts:
     cluster_queues: Mapping[str, Mapping[str, Any]]
     local_queues: Mapping[tuple[str, str], str]  # (namespace, name) -> ClusterQueue
     pools: tuple[NodePoolFacts, ...]
+    priority_classes: frozenset[str] | None = None  # WorkloadPriorityClass names; None when not known
 
 
 def _allocatable(machine_type: str) -> tuple[Decimal | None, Decimal | None]:
@@ -105,6 +108,7 @@ def stack_facts(tpu_pools: Sequence[SlicePoolSpec], platform: BatchPlatform) -> 
         local_queues={(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
                       for q in render_local_queues(platform)},
         pools=tuple(pools),
+        priority_classes=frozenset(PRIORITIES),
     )
 
 
@@ -456,6 +460,12 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
         known = ", ".join(f"{ns}/{q}" for ns, q in sorted(facts.local_queues)) or "none"
         return ScheduleCheck(name, namespace, queue, None, (), (
             f"no LocalQueue {queue} in namespace {namespace}; the stack has {known}",))
+    priority = meta["labels"].get(PRIORITY_LABEL)
+    if priority is not None and facts.priority_classes is not None and priority not in facts.priority_classes:
+        known = ", ".join(sorted(facts.priority_classes)) or "none"
+        return ScheduleCheck(name, namespace, queue, cluster_queue, (), (
+            f"its {PRIORITY_LABEL} label names WorkloadPriorityClass {priority}, which does not exist (there are: "
+            f"{known}): Kueue makes no Workload for it, so it never runs",))
     exclusive = EXCLUSIVE_TOPOLOGY_ANNOTATION in (meta.get("annotations") or {})
     used: dict[tuple[str, str], Decimal] = {}
     checks = []
