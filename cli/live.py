@@ -180,9 +180,11 @@ def cluster(context: Optional[str], kubeconfig: Optional[str], request_timeout: 
 
 
 def console(stderr: bool = False) -> Console:
-    """Tables at the terminal's width, or 160 columns into a pipe or file."""
+    """Tables at the terminal's width, or 160 columns into a pipe or file; a line of text is never broken (one
+    line per message, for grep), whatever its length."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, emoji=False, highlight=False, width=None if stream.isatty() else 160)
+    return Console(stderr=stderr, emoji=False, highlight=False, soft_wrap=True,
+                   width=None if stream.isatty() else 160)
 
 
 def _redacted(value: object) -> object:

@@ -249,7 +249,7 @@ def _read_workload(kube: "BatchApi", namespace: str, name: str) -> _Read:
 
 def _print_reasons(out: Console, reasons: Sequence["Reason"]) -> None:
     for reason in reasons:
-        out.print(f"- {one_line(reason.text)}", soft_wrap=True)  # one line each, for grep
+        out.print(f"- {one_line(reason.text)}")
 
 
 def _print_status(read: _Read, reasons: Sequence["Reason"]) -> None:
