@@ -19,6 +19,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from tpuplane.infra.durations import MAX_DURATION_SECONDS
 from tpuplane.runtime.kube import (
     FIELD_MANAGER,
     JOBSET_GROUP,
@@ -150,13 +151,14 @@ class BatchApi(KubeApi):
 
     def stream_log(self, namespace: str, pod: str, container: str | None, *, follow: bool,
                    tail_lines: int | None) -> Iterator[bytes]:
-        """The pod's log as it arrives. Following waits for new lines without a read timeout (the connection
-        timeout still applies); a dropped connection ends the stream with ApiUnreachable."""
+        """The pod's log as it arrives. Following waits for new lines as long as it takes (a read timeout of a
+        year: the client refuses none at all; the connection timeout still applies); a dropped connection ends the
+        stream with ApiUnreachable."""
         connect, read = self._request_timeout
         try:
             response = self._core.read_namespaced_pod_log(
                 pod, namespace, container=container, follow=follow, tail_lines=tail_lines, _preload_content=False,
-                _request_timeout=(connect, None if follow else read))
+                _request_timeout=(connect, float(MAX_DURATION_SECONDS) if follow else read))
         except ApiException as error:
             raise ApiCallFailed(f"read the log of pod {namespace}/{pod}", "pods/log", error) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:

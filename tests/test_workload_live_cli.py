@@ -2,9 +2,11 @@
 line on stderr and exit 2, never a traceback or a hang; reads and writes go where they should.
 
 The unreachable and stalled API servers are real sockets. Everything that needs an API server to answer uses
-`standin_api` (recorded objects, the API server's own Status bodies), because no API server runs here yet:
-`tpuplane sandbox` (issue 18) will give these commands a real one, and its live tests supersede the stand-in's.
-`logs` needs a kubelet, which no test here can have: its stream comes from the stand-in for good.
+`standin_api` (objects as `recorded_kueue` writes them, the API server's own Status bodies), so that the unit tier
+covers every command and every failure quickly; the e2e tier runs the same commands against the real control
+plane of `tpuplane sandbox` (tests/e2e/test_day_two.py, test_day_two_cohort.py), and holds the recorded objects
+against what it returns. `logs` needs a kubelet, which the sandbox does not have: its stream is tested here, against
+the stand-in, and nowhere else.
 """
 
 from __future__ import annotations
@@ -438,6 +440,7 @@ def test_wait_on_a_failed_workload_exits_125(world):
 
 
 def test_logs_reads_the_pod_of_the_slice_and_worker_asked_for(standin):
+    """A stand-in on purpose: a pod's log comes from its node's kubelet, and the sandbox's nodes (kwok) have none."""
     a_train = rk.jobset("a-train", "team-a", queue="team-a", slices=2)
     pods = [rk.pod(a_train, s, w) for s in range(2) for w in range(4)]
     standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", pods))
@@ -453,6 +456,22 @@ def test_logs_reads_the_pod_of_the_slice_and_worker_asked_for(standin):
     assert result.stdout == "step 1 loss 2.3\nstep 2 loss 1.9\n"
     (request,) = [r for r in standin.requests if r.path == log_path]
     assert request.query == {"container": ["jax-tpu"], "follow": ["false"], "tailLines": ["2"]}
+
+
+def test_logs_follow_streams_until_the_server_ends_it(standin):
+    """A stand-in, as above. Following must not give the client a read timeout it refuses (it once raised a
+    traceback for `(connect, None)`)."""
+    a_train = rk.jobset("a-train", "team-a", queue="team-a")
+    pod = rk.pod(a_train, 0, 0)
+    standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", [pod]))
+    log_path = f"/api/v1/namespaces/team-a/pods/{pod['metadata']['name']}/log"
+    standin.serve(log_path, b"step 1\nstep 2\n")
+
+    result = tpuplane("workload", "logs", "a-train", "-f", "--kubeconfig", str(standin.kubeconfig))
+
+    assert (result.exit_code, result.stdout) == (0, "step 1\nstep 2\n")
+    (request,) = [r for r in standin.requests if r.path == log_path]
+    assert request.query["follow"] == ["true"]
 
 
 def test_logs_of_a_worker_that_does_not_exist_lists_those_that_do(standin):

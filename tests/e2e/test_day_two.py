@@ -532,6 +532,24 @@ def test_wait_bad_input_exits_2(dev_cluster, args, starts):
     one_error_line(dev_cluster.cli("workload", "wait", *args), starts)
 
 
+def test_logs_picks_the_pod_of_a_slice_and_worker_by_the_labels_jobset_gives_it(dev):
+    """Only the choice of pod is live here: a log comes from the node's kubelet, and kwok's nodes serve none (the
+    API server answers 404), so the stream itself is tested against a stand-in (tests/test_workload_live_cli.py)."""
+    dev.cli.ok("workload", "submit", str(rendered(dev.cli, "talker")))
+    running(dev, "talker")
+    pod = next(p.metadata.name for p in client.CoreV1Api(dev.api).list_namespaced_pod(
+        NS, label_selector="jobset.sigs.k8s.io/jobset-name=talker").items
+        if p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "2")
+
+    absent = dev.cli("workload", "logs", "talker", "--worker", "7")
+    followed = dev.cli("workload", "logs", "talker", "--worker", "2", "-f")
+
+    one_error_line(absent, "error: --slice/--worker: got 'slice 0 worker 7'; allowed: a pod of workload talker: slice "
+                           "0 worker 0, slice 0 worker 1, slice 0 worker 2, slice 0 worker 3.")
+    one_error_line(followed, f"error: read the log of pod default/{pod}: the server could not find the requested "
+                             "resource")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # A cluster that cannot be used: one line on stderr, exit 2, within the request timeout
 
