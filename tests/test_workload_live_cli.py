@@ -239,6 +239,13 @@ def test_queues_for_a_team_the_cluster_does_not_have(world):
                                   "team-b, unassigned")
 
 
+def test_queues_for_a_resource_no_queue_covers(world):
+    result = tpuplane("queues", "--resource", "nvidia.com/gpu", "--kubeconfig", str(world.kubeconfig))
+
+    assert_one_line_error(result, "error: --resource: got 'nvidia.com/gpu'; allowed: a resource the ClusterQueues "
+                                  "cover: cpu, google.com/tpu, memory")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # submit: checked on the cluster's own queues and nodes, then server-side applied
 
