@@ -287,7 +287,8 @@ def cluster_queue(name: str, nominal: int, *, used: int = 0, borrowed: int = 0, 
     flavors = [{"name": CPU_FLAVOR, "resources": [_quota(TPU, "0"), _quota("cpu", "48"), _quota("memory", "192Gi")]},
                {"name": FLAVOR, "resources": [
                    _quota(TPU, str(nominal), borrowing_limit, lending_limit),
-                   _quota("cpu", f"{vms * int(HOST_CPU[:-1])}m"), _quota("memory", f"{vms * int(HOST_MEMORY[:-2])}Mi")]}]
+                   _quota("cpu", f"{vms * int(HOST_CPU[:-1])}m"),
+                   _quota("memory", f"{vms * int(HOST_MEMORY[:-2])}Mi")]}]
     spec: dict[str, Any] = {
         "resourceGroups": [{"coveredResources": [TPU, "cpu", "memory"], "flavors": flavors}],
         "queueingStrategy": "BestEffortFIFO", "stopPolicy": "None",

@@ -2,9 +2,10 @@
 
 `tpuplane workload submit` without `--stack` and `tpuplane workload why` judge a JobSet with the very simulation
 `workload check` runs (`tpuplane.infra.batch.schedule_check`), on what the cluster holds: ResourceFlavors,
-ClusterQueues, LocalQueues and WorkloadPriorityClasses as they are, and node pools gathered from the nodes (GKE's `gke-nodepool` label;
-a node without one is a pool of its own). A pool's labels are those all its nodes share; its allocatable is its
-smallest node's, so a pod that fits the pool fits every node of it. Cordoned nodes take no pods and are left out.
+ClusterQueues, LocalQueues and WorkloadPriorityClasses as they are, and node pools gathered from the nodes (GKE's
+`gke-nodepool` label; a node without one is a pool of its own). A pool's labels are those all its nodes share; its
+allocatable is its smallest node's, so a pod that fits the pool fits every node of it. Cordoned nodes take no pods
+and are left out.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ from). The cohort's side is in test_day_two_cohort.py.
 Every command runs as a user runs it: `tpuplane` in a subprocess, $KUBECONFIG as `sandbox up` prints it, stdin not
 a terminal. What it says is held against what the API server, Kueue and JobSet recorded, read with the
 `kubernetes` client. kwok keeps pods Running; a pod with kwok's delay annotation completes (a finished workload);
-a Job past its activeDeadlineSeconds is failed by the Job controller (a failed workload). No kubelet runs here, so
-`workload logs` is tested against a stand-in (tests/test_workload_live_cli.py) and nowhere else.
+a Job past its activeDeadlineSeconds is failed by the Job controller (a failed workload). No kubelet runs here:
+`workload logs` picks its pod here, but the log stream itself is tested against a stand-in
+(tests/test_workload_live_cli.py) and nowhere else.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import re
 import select
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -383,7 +383,8 @@ class TestOneQueueInEveryState:
         assert {(c["object"], c["type"], c["status"]) for c in status["conditions"]} >= {
             ("Workload", "QuotaReserved", "True"), ("Workload", "Admitted", "True"), ("Workload", "PodsReady", "True")}
         assert status["admission"] == {"clusterQueue": CQ, "podSets": [
-            {"name": "slice", "count": 4, "flavors": {"google.com/tpu": FLAVOR}, "resourceUsage": {"google.com/tpu": 16}}]}
+            {"name": "slice", "count": 4, "flavors": {"google.com/tpu": FLAVOR},
+             "resourceUsage": {"google.com/tpu": 16}}]}
         assert workload["status"]["admission"]["podSetAssignments"][0]["flavors"] == {"google.com/tpu": FLAVOR}
         assert status["slices"] == [{"job": "slice", "slice": 0, "expectedPods": 4, "containerRestarts": 0,
                                      "pods": {"running": 4, "pending": 0, "succeeded": 0, "failed": 0}}]
@@ -429,6 +430,30 @@ class TestOneQueueInEveryState:
         assert document["cohorts"] == []
         table = scene.cli.ok("queues").stdout
         assert re.search(rf"^{CQ}\s+-\s+{FLAVOR}\s+32\s+32\s+0\s+0\s+0\s+-\s+-\s+2\s+\d+\s*$", table, re.M), table
+
+
+def stop_policy(dev: LiveCluster, policy: str) -> None:
+    dev.custom().patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "localqueues", QUEUE,
+                                                {"spec": {"stopPolicy": policy}})
+
+
+def test_a_workload_evicted_from_a_stopped_queue_says_why_and_runs_again_once_it_restarts(dev):
+    dev.cli.ok("workload", "submit", str(rendered(dev.cli, "drained")))
+    running(dev, "drained")
+
+    stop_policy(dev, "HoldAndDrain")
+    try:
+        until(lambda: dev.condition(NS, "drained", "Evicted").get("reason") == "LocalQueueStopped", "evicted")
+        row = items(dev.cli)["drained"]
+        why = dev.cli.ok("workload", "why", "drained").stdout.splitlines()
+    finally:
+        stop_policy(dev, "None")
+
+    assert (row["state"], row["reason"], row["flavors"]) == ("evicted", "LocalQueueStopped", [])
+    assert why == ["default/drained: evicted (LocalQueueStopped)",
+                   "- evicted (LocalQueueStopped): its LocalQueue was stopped (spec.stopPolicy); it waits until the "
+                   "queue runs again."]
+    assert dev.cli("workload", "wait", "drained", "--for", "running", "--timeout", "90s").returncode == 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
