@@ -1,12 +1,14 @@
 # Two entry points, each sets up what it needs on first use (Python >= 3.11, pip, make).
 #   make plan   - the offline plan of the dev stack (no credentials, no Pulumi CLI)
 #   make test   - the test suite (also installs Debian's Chromium for the HTML report test, when run as root)
+#   make e2e    - the e2e tier on a real control plane (tpuplane sandbox); its first run builds the sandbox's
+#                 toolchain from the Go modules pinned in sandbox/toolchain (needs Go 1.26; cached by pin)
 VENV   ?= .venv
 PYTHON ?= python3
 STACK  ?= dev
 BIN    := $(VENV)/bin
 
-.PHONY: plan test bench setup browser
+.PHONY: plan test e2e bench setup browser
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -28,9 +30,14 @@ plan: $(VENV)/.installed
 test: $(VENV)/.installed browser
 	$(BIN)/pytest -q -n 2
 
+e2e: $(VENV)/.installed
+	$(BIN)/tpuplane sandbox build
+	$(BIN)/pytest -q -p no:xdist --e2e tests/e2e
+
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_speed.py
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/sidecar_check.py
 	$(BIN)/python bench/local_sidecar.py
 	$(BIN)/python bench/colocated.py
+	$(BIN)/python bench/sandbox.py

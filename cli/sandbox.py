@@ -51,15 +51,21 @@ def build_command() -> None:
 
     console = _err()
     console.print(f"toolchain cache: {toolchain.cache_root()}")
+    started = time.monotonic()
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=not console.is_terminal) as progress:
+                      console=console, disable=not console.is_terminal) as progress:
             tasks: dict[str, int] = {}
+            printed: dict[str, float] = {}
 
             def report(what: str, done: int, total: int) -> None:
-                if what not in tasks:
-                    tasks[what] = progress.add_task(what, total=total)
-                progress.update(tasks[what], completed=done, total=total)
+                if console.is_terminal:
+                    if what not in tasks:
+                        tasks[what] = progress.add_task(what, total=total)
+                    progress.update(tasks[what], completed=done, total=total)
+                elif time.monotonic() - printed.get(what, 0.0) > 30 or done == total:  # a line a while (CI logs)
+                    printed[what] = time.monotonic()
+                    console.print(f"{what}: {done}/{total} packages")
 
             for module in toolchain.MODULES:
                 report_line = toolchain.build_module(module, report)
@@ -67,6 +73,7 @@ def build_command() -> None:
                 console.print(f"{module.folder}: {state} ({report_line.size_bytes / 2**20:.0f} MiB)")
     except toolchain.ToolchainError as exc:
         raise _fail(str(exc)) from None
+    console.print(f"toolchain ready in {time.monotonic() - started:.0f} s")
 
 
 def _source(stack: Optional[str], config: Optional[Path], project_dir: Path):
@@ -123,12 +130,16 @@ def status_command(
     from rich import box
     from rich.table import Table
 
+    from tpuplane.sandbox.layout import UnreadableState
     from tpuplane.sandbox.lifecycle import status
 
     if fmt not in ("table", "json"):
         raise _fail(f"--format: got {fmt!r}; allowed: table, json")
     where = _directory(directory)
-    current = status(where)
+    try:
+        current = status(where)
+    except UnreadableState as exc:
+        raise _fail(str(exc)) from None
     if current is None:
         raise _fail(f"no sandbox in {where}; start one with `tpuplane sandbox up --stack dev`")
     if fmt == "json":

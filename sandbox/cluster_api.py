@@ -77,10 +77,14 @@ class ClusterApi:
             core.patch_node_status(created.metadata.name, {"status": created_status})
 
     def nodes_ready(self, names: set[str]) -> int:
+        """How many of `names` take pods: Ready, and rid of the `node.kubernetes.io/not-ready` taint the node
+        lifecycle controller puts on every new node (it lifts it some seconds after Ready; until then the
+        scheduler leaves the node alone)."""
         core = client.CoreV1Api(self.api_client)
         ready = 0
         for node in core.list_node().items:
             if node.metadata.name in names and any(
-                    c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+                    c.type == "Ready" and c.status == "True" for c in node.status.conditions or []) and not any(
+                    t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or []):
                 ready += 1
         return ready

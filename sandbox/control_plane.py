@@ -8,7 +8,11 @@ GKE. Every certificate comes from the sandbox's own CA (`tpuplane.sandbox.certs`
 
 from __future__ import annotations
 
+import base64
 import secrets
+import ssl
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -44,7 +48,7 @@ class ControlPlaneFiles:
 
 
 def write_kubeconfig(path: Path, server: str, ca_pem: bytes, token: str) -> None:
-    import base64
+    """An admin kubeconfig: the sandbox CA, the static token (the file is the user's only)."""
     kubeconfig = {
         "apiVersion": "v1", "kind": "Config", "preferences": {},
         "clusters": [{"name": CLUSTER_NAME, "cluster": {
@@ -95,45 +99,33 @@ def start_apiserver(paths: Paths, ports: Ports, files: ControlPlaneFiles, launch
     return process
 
 
-def start_controller_manager(paths: Paths, ports: Ports, files: ControlPlaneFiles, launcher: Launcher) -> Started:
+def _start_component(name: str, paths: Paths, port: int, launcher: Launcher, *flags: str) -> Started:
+    """kube-controller-manager or kube-scheduler: the admin kubeconfig for everything, its health on loopback."""
     kubeconfig = str(paths.kubeconfig)
-    process = launcher.start("kube-controller-manager", [
-        str(binary("kube-controller-manager")),
+    process = launcher.start(name, [
+        str(binary(name)),
         f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}",
-        f"--cert-dir={paths.pki / 'controller-manager'}",
-        "--leader-elect=false",
-        f"--service-account-private-key-file={files.sa_private}", f"--root-ca-file={files.ca_file}",
-        "--use-service-account-credentials=false",
-        "--profiling=false", "--v=1",
+        "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={paths.pki / name}",
+        "--leader-elect=false", "--profiling=false", "--v=1", *flags,
     ])
-    healthz = f"https://127.0.0.1:{ports.controller_manager}/healthz"
-    wait_until(process, lambda: https_ok_insecure(healthz), START_TIMEOUT, "healthy")
+    wait_until(process, lambda: _healthy(f"https://127.0.0.1:{port}/healthz"), START_TIMEOUT, "healthy")
     return process
+
+
+def start_controller_manager(paths: Paths, ports: Ports, files: ControlPlaneFiles, launcher: Launcher) -> Started:
+    return _start_component("kube-controller-manager", paths, ports.controller_manager, launcher,
+                            f"--service-account-private-key-file={files.sa_private}", f"--root-ca-file={files.ca_file}",
+                            "--use-service-account-credentials=false")
 
 
 def start_scheduler(paths: Paths, ports: Ports, launcher: Launcher) -> Started:
-    kubeconfig = str(paths.kubeconfig)
-    process = launcher.start("kube-scheduler", [
-        str(binary("kube-scheduler")),
-        f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1", f"--secure-port={ports.scheduler}",
-        f"--cert-dir={paths.pki / 'scheduler'}",
-        "--leader-elect=false", "--profiling=false", "--v=1",
-    ])
-    healthz = f"https://127.0.0.1:{ports.scheduler}/healthz"
-    wait_until(process, lambda: https_ok_insecure(healthz), START_TIMEOUT, "healthy")
-    return process
+    return _start_component("kube-scheduler", paths, ports.scheduler, launcher)
 
 
-def https_ok_insecure(url: str) -> bool:
+def _healthy(url: str) -> bool:
     """The controller-manager and scheduler serve /healthz with a self-signed certificate of their own making;
     only their liveness is asked here, so the certificate is not checked."""
-    import ssl
-    import urllib.error
-    import urllib.request
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE

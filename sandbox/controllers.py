@@ -79,6 +79,19 @@ def render_chart(controller: Controller, values: dict[str, Any], work: Path) -> 
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+# The ProvisioningRequest API (cluster-autoscaler's, which GKE serves for queued provisioning), at the version
+# Kueue builds against: with it, Kueue's provisioning admission check is active and creates a request per workload.
+AUTOSCALER_APIS = "k8s.io/autoscaler/cluster-autoscaler/apis"
+PROVISIONING_REQUEST_CRD = "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
+
+
+def provisioning_request_crd() -> dict[str, Any]:
+    """The ProvisioningRequest CRD, from the module Kueue's go.mod pins. Nothing here provisions (that is GKE's
+    part): a queued workload stays held at its admission check, as on GKE until capacity comes."""
+    path = module_dir(MODULES_BY_FOLDER[KUEUE.module], AUTOSCALER_APIS) / PROVISIONING_REQUEST_CRD
+    return yaml.safe_load(path.read_text())
+
+
 def chart_configuration(rendered: list[dict[str, Any]]) -> dict[str, Any]:
     """The controller Configuration the chart mounts (its manager ConfigMap)."""
     for doc in rendered:

@@ -38,10 +38,11 @@ class Project:
     config (`config:` of a Pulumi.<stack>.yaml), and the environment its program reads."""
 
     name: str
-    program: Path
+    program: Path | None
     stack: str
     config: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
+    manifest: dict[str, Any] | None = None  # a whole Pulumi.yaml instead (a YAML program holds its resources)
 
 
 class Engine:
@@ -74,7 +75,7 @@ class Engine:
         directory = self.project_dir(project)
         directory.mkdir(parents=True, exist_ok=True)
         (self.work / "state").mkdir(parents=True, exist_ok=True)
-        manifest = {"name": project.name, "runtime": "python", "main": str(project.program)}
+        manifest = project.manifest or {"name": project.name, "runtime": "python", "main": str(project.program)}
         (directory / "Pulumi.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
         stack_file = {"config": {k: v if isinstance(v, str) else json.dumps(v) if k.startswith(f"{project.name}:")
                                  else v for k, v in project.config.items()}}

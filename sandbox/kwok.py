@@ -5,9 +5,10 @@ The stages, and why:
 - nodes: kwok's `node-initialize` and `node-heartbeat-with-lease` (Ready nodes the node lifecycle controller
   never evicts from);
 - pods: kwok's `pod-ready` and `pod-delete`; kwok's `pod-complete` (Succeeded at once) only for pods of Jobs that
-  belong to no JobSet (a CronJob's run, a webhook gate), so training pods stay Running, as long jobs do, and
-  preemption and quota can be watched; a JobSet pod that carries kwok's own delay annotation
-  (`pod-complete.stage.kwok.x-k8s.io/delay`, e.g. "2s") completes after that delay, so a test can finish a job.
+  belong to no JobSet and are no Pathways client proxy (a CronJob's run, a webhook gate), so training pods stay
+  Running, as long jobs do, and preemption and quota can be watched, and a proxy runs until its client deletes
+  it; a JobSet pod that carries kwok's own delay annotation (`pod-complete.stage.kwok.x-k8s.io/delay`, e.g. "2s")
+  completes after that delay, so a test can finish a job.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from tpuplane.infra.pathways.proxy import COMPONENT_LABEL, PROXY_COMPONENT
 from tpuplane.sandbox.processes import Launcher, Started, listening, wait_until
 from tpuplane.sandbox.toolchain import binary
 
@@ -39,8 +41,9 @@ def stages(directory: Path) -> list[dict[str, Any]]:
     loaded = {file: _stage(directory, file) for file in STAGE_FILES}
     complete = loaded.pop("pod-complete.yaml")
     not_in_jobset = copy.deepcopy(complete)
-    not_in_jobset["spec"]["selector"]["matchExpressions"].append(
-        {"key": f'.metadata.labels["{JOBSET_NAME_LABEL}"]', "operator": "DoesNotExist"})
+    not_in_jobset["spec"]["selector"]["matchExpressions"] += [
+        {"key": f'.metadata.labels["{JOBSET_NAME_LABEL}"]', "operator": "DoesNotExist"},
+        {"key": f'.metadata.labels["{COMPONENT_LABEL}"]', "operator": "NotIn", "values": [PROXY_COMPONENT]}]
     on_request = copy.deepcopy(complete)
     on_request["metadata"]["name"] = "pod-complete-on-request"
     on_request["spec"]["selector"]["matchExpressions"] += [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tpuplane.sandbox.processes import Started
 
@@ -83,10 +83,19 @@ class SandboxState(BaseModel):
 
     @classmethod
     def load(cls, directory: Path) -> "SandboxState | None":
+        """The state in `directory`, None if it holds none; UnreadableState if its state file is not one."""
         path = directory / STATE_FILE
         if not path.is_file():
             return None
-        return cls.model_validate_json(path.read_text())
+        try:
+            return cls.model_validate_json(path.read_bytes())
+        except (ValidationError, OSError) as exc:
+            raise UnreadableState(f"{path} is not a sandbox's state ({type(exc).__name__}); `tpuplane sandbox "
+                                  "down` stops the processes that carry this folder's marker and removes it") from None
+
+
+class UnreadableState(ValueError):
+    """A state file that is not one (edited, truncated): one line for the user, never a traceback."""
 
 
 class Paths:

@@ -20,12 +20,21 @@ from tpuplane.infra.stack import StackConfig
 from tpuplane.infra.fleet.nodes import node_objects, stack_nodes
 from tpuplane.sandbox import certs, controllers, control_plane, kwok
 from tpuplane.sandbox.cluster_api import ClusterApi
-from tpuplane.sandbox.layout import Paths, Ports, ProcessRecord, SandboxState
-from tpuplane.sandbox.processes import Launcher, Started, alive, free_port, https_ok, port_in_use, stop
+from tpuplane.sandbox.layout import STATE_FILE, Paths, Ports, ProcessRecord, SandboxState, UnreadableState
+from tpuplane.sandbox.processes import (
+    Launcher,
+    Started,
+    alive,
+    free_port,
+    https_ok,
+    kill_marked,
+    port_in_use,
+    stop,
+)
 from tpuplane.sandbox.toolchain import require_all
 
 Progress = Callable[[str], None]
-NODES_READY_TIMEOUT = 60.0
+NODES_READY_TIMEOUT = 180.0  # kwok marks a few hundred nodes Ready in tens of seconds on 2 cores
 
 
 class SandboxError(RuntimeError):
@@ -78,7 +87,10 @@ def up(source: StackSource, directory: Path, *, apiserver_port: int | None = Non
 
 
 def _refuse_second(directory: Path) -> None:
-    existing = SandboxState.load(directory)
+    try:
+        existing = SandboxState.load(directory)
+    except UnreadableState as exc:
+        raise SandboxError(str(exc)) from None
     if existing is not None:
         raise SandboxError(f"a sandbox is already up in {directory} (stack {existing.stack}, API server "
                            f"https://127.0.0.1:{existing.ports.apiserver}); run `tpuplane sandbox down` first, "
@@ -145,6 +157,7 @@ def _start_controllers(source: StackSource, state: SandboxState, paths: Paths,
     kueue_objects = controllers.install_objects(controllers.KUEUE, kueue_render, ports.kueue_webhook,
                                                 kueue_ca.cert_pem)
     crds = [o for o in [*jobset_objects, *kueue_objects] if o["kind"] == "CustomResourceDefinition"]
+    crds.append(controllers.provisioning_request_crd())
     api.apply([*namespaces, *crds])
     api.wait_for_crds([c["metadata"]["name"] for c in crds])
     api.apply(o for o in [*jobset_objects, *kueue_objects] if o["kind"] != "CustomResourceDefinition")
@@ -248,15 +261,22 @@ def _admin_token(paths: Paths) -> str | None:
 def down(directory: Path, keep_logs: bool = False) -> list[str]:
     """Stop every process the sandbox started (last started first) and remove its folder (but its logs, when
     `keep_logs`: a failed `up` leaves them to read). Returns the names of the processes."""
-    state = SandboxState.load(directory)
-    if state is None:
-        if directory.exists() and not any(directory.iterdir()):
-            directory.rmdir()
-        return []
+    try:
+        state = SandboxState.load(directory)
+    except UnreadableState:
+        state = None
+        if not (directory / STATE_FILE).is_file():
+            return []
+    else:
+        if state is None:
+            if directory.exists() and not any(directory.iterdir()):
+                directory.rmdir()
+            return []
     stopped = []
-    for record in reversed(state.processes):
+    for record in reversed(state.processes if state is not None else []):
         stop(record.started())
         stopped.append(record.name)
+    stopped += [f"pid {pid}" for pid in kill_marked(str(directory))]  # what no record names
     for entry in directory.iterdir():
         if keep_logs and entry.name == Paths(directory).logs.name:
             continue

@@ -126,6 +126,37 @@ def _reap(pid: int, block: bool = False) -> None:
         pass  # not our child: its parent (or init) reaps it
 
 
+def marked(marker: str) -> list[int]:
+    """Pids of live processes whose environment carries `MARKER_ENV=<marker>`: every process a sandbox started,
+    and whatever those started in turn, found without the state file."""
+    wanted = f"{MARKER_ENV}={marker}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0") and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+def kill_marked(marker: str) -> list[int]:
+    """SIGKILL every process still carrying the marker (a crashed `up` may leave some the state file never
+    recorded); returns their pids."""
+    pids = marked(marker)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _reap(pid, block=False)
+    return pids
+
+
 def log_tail(started: Started, lines: int = 12) -> str:
     try:
         text = Path(started.log).read_text(errors="replace")

@@ -31,6 +31,7 @@ from tpuplane.infra.pathways import proxy
 from tpuplane.infra.fleet.catalog import resolve_tpu_type
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.pathways.service import pathways_service_address, render_pathways_service_jobset
+from fake_kubectl import forwarder_argvs, kubectl  # noqa: F401 (fixture)
 from tpuplane.runtime import session as session_module
 from tpuplane.runtime.session import (
     ConnectError,
@@ -207,40 +208,6 @@ class FakeKube:
     def list_events(self, namespace, involved_object, within=None):
         self._called("list_events", namespace)
         return list(self.events) if involved_object.endswith("-x7k2p") else []
-
-
-FAKE_KUBECTL = textwrap.dedent("""\
-    import json, os, socket, sys
-    argv = sys.argv[1:]
-    with open(os.environ["FAKE_KUBECTL_LOG"], "a") as log:
-        log.write(json.dumps(argv) + "\\n")
-    if os.environ.get("FAKE_KUBECTL_FAIL"):
-        print("error: unable to forward port because pod is not running", file=sys.stderr, flush=True)
-        sys.exit(1)
-    local = int(argv[-1].split(":")[0])
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", local))
-    server.listen()
-    print(f"fake kubectl: listening on 127.0.0.1:{local}", file=sys.stderr, flush=True)
-    while True:
-        server.accept()[0].close()
-""")
-
-
-@pytest.fixture
-def kubectl(tmp_path: Path, monkeypatch) -> Path:
-    """A real executable standing in for `kubectl port-forward`; its argv lines land in `<path>.log`."""
-    script = tmp_path / "kubectl"
-    script.write_text(f"#!{sys.executable}\n{FAKE_KUBECTL}")
-    script.chmod(0o755)
-    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(tmp_path / "kubectl.log"))
-    return script
-
-
-def forwarder_argvs(kubectl: Path) -> list[list[str]]:
-    log = kubectl.parent / "kubectl.log"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 @pytest.fixture(autouse=True)

@@ -18,10 +18,10 @@ def minimal_nodes(raw_config) -> dict[str, list[dict]]:
     return nodes_of(raw_config)
 
 
-def test_one_node_per_vm_of_every_slice_pool_and_the_cpu_pool_at_its_minimum(minimal_nodes):
+def test_one_node_per_vm_of_every_slice_pool_and_the_cpu_pool_at_its_maximum(minimal_nodes):
     counts = {pool: len(nodes) for pool, nodes in minimal_nodes.items()}
     assert counts == {"train-0": 4, "train-1": 4, "train-2": 4, "train-3": 4,
-                      "big-0": 16, "big-1": 16, "cpu": 1}
+                      "big-0": 16, "big-1": 16, "cpu": 10}  # the CPU pool's default maxNodes
 
 
 def test_a_tpu_node_carries_the_labels_flavors_select(minimal_nodes):

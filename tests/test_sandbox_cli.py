@@ -105,6 +105,21 @@ def test_status_refuses_an_unknown_format(tmp_path):
     assert_refused(sandbox("status", "--dir", str(tmp_path), "--format", "xml"), "--format", "json")
 
 
+def test_a_state_file_that_is_not_one_is_named_by_status_and_up(tmp_path):
+    (tmp_path / "state.json").write_text('{"directory": 1, "<b>": "\\n"}')
+    assert_refused(sandbox("status", "--dir", str(tmp_path)), "state.json is not a sandbox's state")
+    assert_refused(sandbox("up", "--stack", "dev", "--dir", str(tmp_path)), "state.json is not a sandbox's state")
+
+
+def test_down_removes_a_folder_whose_state_file_is_not_one(tmp_path):
+    folder = tmp_path / "sbx"
+    folder.mkdir()
+    (folder / "state.json").write_text("not json")
+    result = sandbox("down", "--dir", str(folder))
+    assert result.exit_code == 0, result.output
+    assert not folder.exists()
+
+
 def test_down_without_a_sandbox_is_a_no_op(tmp_path):
     result = sandbox("down", "--dir", str(tmp_path / "none"))
     assert result.exit_code == 0

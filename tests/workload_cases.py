@@ -20,6 +20,8 @@ class WorkloadCase:
     admission: str  # accepted | refused: by the API server, after JobSet's and Kueue's webhook defaults
     check: str | None = None  # can run | cannot run: `tpuplane workload check` (None when refused)
     says: str | None = None  # text of the refusal or the problem
+    kueue: dict[str, Any] | None = None  # what real Kueue does with it (see cases.yaml)
+    render: list[str] | None = None  # the `tpuplane` arguments that write a tpuplane-rendered file
 
     @property
     def path(self) -> Path:
@@ -36,6 +38,10 @@ class WorkloadCase:
 
     def manifest(self) -> dict[str, Any]:
         return yaml.safe_load(self.path.read_text())
+
+    def documents(self) -> list[dict[str, Any]]:
+        """Every workload of the file (an experiment writes several)."""
+        return [doc for doc in yaml.safe_load_all(self.path.read_text()) if doc]
 
 
 def workload_cases() -> list[WorkloadCase]:

@@ -105,12 +105,13 @@ def _resources(group: NodeGroup, shape: MachineShape | None) -> tuple[dict[str, 
 
 
 def stack_nodes(cfg: "StackConfig") -> list[NodeGroup]:
-    """Every node a stack's pools register: each slice's VMs, then the CPU pool at its minimum size (at least one
-    node: Kueue, JobSet and the Pathways head run there)."""
+    """Every node a stack's pools register: each slice's VMs, then the CPU pool at its maximum size, as GKE's
+    cluster autoscaler grows it when pods wait (the Pathways head, a proxy per client, Kueue and JobSet run there),
+    like the flex-start and queued pools at their scaled-up size."""
     from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
     from tpuplane.infra.fleet.nodepools import plan_tpu_pools
 
     groups = [slice_pool_nodes(pool, group.spec, group.config.capacity.value, group.config.zone)
               for group in plan_tpu_pools(cfg.tpu_pools) for pool in group.pools]
     cpu = cfg.cluster.cpu_pool
-    return [*groups, cpu_pool_nodes(CPU_POOL_NAME, cpu.machine_type, cfg.cluster.zone, max(cpu.min_nodes, 1))]
+    return [*groups, cpu_pool_nodes(CPU_POOL_NAME, cpu.machine_type, cfg.cluster.zone, cpu.max_nodes)]

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from tpuplane.infra.stack import load_stack_config
 from tpuplane.sandbox import lifecycle, toolchain
 from tpuplane.sandbox.kwok import COMPLETE_DELAY_ANNOTATION
 from tpuplane.sandbox.layout import SandboxState
-from tpuplane.sandbox.processes import MARKER_ENV
+from tpuplane.sandbox.processes import marked
 
 TPUPLANE = Path(sys.executable).parent / "tpuplane"
 
@@ -41,6 +40,7 @@ def toolchain_built() -> None:
 
 
 def stack_source(stack: str, config_file: Path | None = None) -> lifecycle.StackSource:
+    """A stack as `tpuplane sandbox up --stack` (or `--config`) reads it, in this repository's project."""
     path = config_file or STACKS / f"Pulumi.{stack}.yaml"
     config = load_stack_config(read_stack_file(path, "tpuplane"), project_dir=REPO)
     return lifecycle.StackSource(config, "tpuplane", stack, path, REPO)
@@ -48,41 +48,48 @@ def stack_source(stack: str, config_file: Path | None = None) -> lifecycle.Stack
 
 def processes_marked(directory: Path) -> list[int]:
     """Pids of live processes whose environment carries the sandbox's marker for `directory`."""
-    marker = f"{MARKER_ENV}={directory}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in environ.split(b"\0") and state != "Z":
-            found.append(int(proc.name))
-    return found
+    return marked(str(directory))
 
 
-@contextmanager
-def sandbox_of(stack: str, tmp_path_factory) -> Iterator[SandboxState]:
-    """A sandbox playing `stack`, its Kubernetes half applied by the engine, removed afterwards."""
-    from tpuplane.sandbox.engine import apply_kubernetes_half
+class Sandboxes:
+    """One sandbox at a time, per stack config file, reused by every test that asks for that stack: asking for
+    another stack stops the one that runs (the machine has two cores). `applied=True` brings the stack's
+    Kubernetes half up with the engine first (a no-op when it is), `applied=False` takes it down (likewise)."""
 
-    directory = tmp_path_factory.mktemp("sandbox") / stack
-    state = lifecycle.up(stack_source(stack), directory, apply=apply_kubernetes_half)
-    try:
-        yield state
-    finally:
-        lifecycle.down(directory)
+    def __init__(self, root: Path):
+        self.root = root
+        self.current: tuple[Path, SandboxState] | None = None
+
+    def get(self, config_file: Path, *, applied: bool | None = None) -> SandboxState:
+        from tpuplane.sandbox.engine import Engine, apply_kubernetes_half, stack_project
+
+        config_file = config_file.resolve()
+        if self.current is not None and self.current[0] != config_file:
+            self.close()
+        if self.current is None:
+            stack = config_file.stem.removeprefix("Pulumi.")
+            state = lifecycle.up(stack_source(stack, config_file), self.root / stack)
+            self.current = (config_file, state)
+        state = self.current[1]
+        if applied:
+            apply_kubernetes_half(state, lambda _: None)
+        elif applied is False:
+            engine, project = Engine(Path(state.directory) / "pulumi", Path(state.kubeconfig)), stack_project(state)
+            engine.prepare(project)
+            engine.destroy(project)
+        return state
+
+    def close(self) -> None:
+        if self.current is not None:
+            lifecycle.down(Path(self.current[1].directory))
+            self.current = None
 
 
 @pytest.fixture(scope="session")
-def dev_sandbox(tmp_path_factory) -> Iterator[SandboxState]:
-    """The dev stack on a sandbox, its Kubernetes half applied by the engine; shared by the tests of a session."""
-    with sandbox_of("dev", tmp_path_factory) as state:
-        os.environ.setdefault("TPUPLANE_E2E_KUBECONFIG", state.kubeconfig)
-        yield state
-
+def sandboxes(tmp_path_factory) -> Iterator[Sandboxes]:
+    pool = Sandboxes(tmp_path_factory.mktemp("sandboxes"))
+    yield pool
+    pool.close()
 
 # ---------------------------------------------------------------------------------------------------------------
 # The day-two commands on a live cluster: `tpuplane` in a subprocess, as a user runs it after `sandbox up`
@@ -165,26 +172,24 @@ def until(ready: Callable[[], Any], what: str, timeout: float = 90, still: Calla
         time.sleep(0.5)
 
 
-@contextmanager
-def live_cluster(stack: str, tmp_path_factory) -> Iterator[LiveCluster]:
-    with sandbox_of(stack, tmp_path_factory) as state:
-        folder = tmp_path_factory.mktemp(f"{stack}-cli")
-        yield LiveCluster(state, config.new_client_from_config(state.kubeconfig), Cli(state.kubeconfig, folder))
+def live_cluster(stack: str, sandboxes: Sandboxes, tmp_path_factory) -> LiveCluster:
+    """The session's sandbox playing `stack`, its Kubernetes half applied, with the CLI pointed at it."""
+    state = sandboxes.get(STACKS / f"Pulumi.{stack}.yaml", applied=True)
+    folder = tmp_path_factory.mktemp(f"{stack}-cli")
+    return LiveCluster(state, config.new_client_from_config(state.kubeconfig), Cli(state.kubeconfig, folder))
 
 
 @pytest.fixture(scope="module")
-def dev_cluster(tmp_path_factory) -> Iterator[LiveCluster]:
-    """The dev stack (one ClusterQueue, two spot v6e-16 slices) on a sandbox of the module's own."""
-    with live_cluster("dev", tmp_path_factory) as cluster:
-        yield cluster
+def dev_cluster(sandboxes: Sandboxes, tmp_path_factory) -> LiveCluster:
+    """The dev stack (one ClusterQueue, two spot v6e-16 slices) on the session's sandbox."""
+    return live_cluster("dev", sandboxes, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def teams_cluster(tmp_path_factory) -> Iterator[LiveCluster]:
-    """The pathways stack on a sandbox of the module's own: the shipped stack whose teams (research, evals) share a
+def teams_cluster(sandboxes: Sandboxes, tmp_path_factory) -> LiveCluster:
+    """The pathways stack on the session's sandbox: the shipped stack whose teams (research, evals) share a
     cohort over its spot batch pool."""
-    with live_cluster("pathways", tmp_path_factory) as cluster:
-        yield cluster
+    return live_cluster("pathways", sandboxes, tmp_path_factory)
 
 
 def rendered(cli: Cli, name: str, *, slices: int = 1, priority: str = "medium", queue: str | None = None,

@@ -2,7 +2,8 @@
 a user would (the Kueue Workload's conditions and admission, where the pods landed).
 
 An outcome is one of:
-- `admitted`: Kueue reserved quota in some flavors; `pools` says on which node pools each pod set's pods run;
+- `admitted`: Kueue admitted it to some flavors; `pools` says on which node pools each pod set's pods run;
+- `held`: quota reserved in some flavors, but an admission check (a ProvisioningRequest) holds it;
 - `unschedulable`: admitted, but the scheduler finds no node for some pod (its message says why);
 - `pending`: Kueue keeps it waiting (its message says why: quota, flavors, queue).
 """
@@ -22,6 +23,8 @@ JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 WORKLOAD = ("kueue.x-k8s.io", "v1beta2", "workloads")
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_POD_SET = "main"  # Kueue's one pod set of a batch/v1 Job
 SETTLE = 8.0  # seconds a workload stays pending, or a pod unscheduled, before that is its outcome
 
 
@@ -58,15 +61,21 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), {})
 
 
-def observe(api: client.ApiClient, namespace: str, name: str, timeout: float = 90.0) -> Outcome:
+def observe(api: client.ApiClient, namespace: str, name: str, kind: str = "JobSet", timeout: float = 90.0) -> Outcome:
     """Wait until the workload's outcome is clear, and return it."""
     deadline = time.monotonic() + timeout
     pending_since: float | None = None
     while time.monotonic() < deadline:
         workload = workload_of(api, namespace, name)
         admission = (workload or {}).get("status", {}).get("admission")
+        if admission and _condition(workload, "Admitted").get("status") == "True":
+            return _placed(api, namespace, name, kind, admission, deadline)
         if admission:
-            return _placed(api, namespace, name, admission, deadline)
+            pending_since = pending_since or time.monotonic()
+            if time.monotonic() - pending_since > SETTLE:
+                checks = workload["status"].get("admissionChecks", [])
+                return Outcome("held", _flavors(admission), message="; ".join(
+                    f"{c['name']}: {c.get('state')} {c.get('message', '')}".strip() for c in checks))
         if workload is not None:
             pending_since = pending_since or time.monotonic()
             message = _condition(workload, "QuotaReserved").get("message", "")
@@ -76,23 +85,24 @@ def observe(api: client.ApiClient, namespace: str, name: str, timeout: float = 9
     raise AssertionError(f"{namespace}/{name}: no Kueue outcome within {timeout:.0f} s")
 
 
-def _placed(api: client.ApiClient, namespace: str, name: str, admission: dict[str, Any],
+def _placed(api: client.ApiClient, namespace: str, name: str, kind: str, admission: dict[str, Any],
             deadline: float) -> Outcome:
     assignments = admission["podSetAssignments"]
-    flavors = {a["name"]: a["flavors"].get("google.com/tpu") or next(iter(a["flavors"].values()))
-               for a in assignments}
+    flavors = _flavors(admission)
     expected = sum(a.get("count", 0) for a in assignments)
     core = client.CoreV1Api(api)
     unscheduled_since: float | None = None
     while time.monotonic() < deadline:
-        pods = core.list_namespaced_pod(namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+        owner_label = JOBSET_NAME_LABEL if kind == "JobSet" else JOB_NAME_LABEL
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{owner_label}={name}").items
         unscheduled = [p for p in pods if not p.spec.node_name]
-        if len(pods) >= expected and not unscheduled:
+        if len(pods) >= expected and not unscheduled or kind != "JobSet" and pods and not unscheduled:
             nodes = {n.metadata.name: n.metadata.labels.get(NODEPOOL_LABEL, "")
                      for n in core.list_node().items}
             pools: dict[str, set[str]] = {}
             for pod in pods:
-                pools.setdefault(pod.metadata.labels.get(REPLICATED_JOB_LABEL, ""), set()).add(
+                pod_set = pod.metadata.labels.get(REPLICATED_JOB_LABEL, JOB_POD_SET)
+                pools.setdefault(pod_set, set()).add(
                     nodes[pod.spec.node_name])
             return Outcome("admitted", flavors, pools)
         refused = [c.message for p in unscheduled for c in p.status.conditions or []
@@ -103,6 +113,12 @@ def _placed(api: client.ApiClient, namespace: str, name: str, admission: dict[st
                 return Outcome("unschedulable", flavors, message=refused[0])
         time.sleep(0.5)
     raise AssertionError(f"{namespace}/{name}: admitted, but its pods neither ran nor were refused in time")
+
+
+def _flavors(admission: dict[str, Any]) -> dict[str, str]:
+    """Pod set -> the flavor of its TPUs (or of its one resource)."""
+    return {a["name"]: a["flavors"].get("google.com/tpu") or next(iter(a["flavors"].values()))
+            for a in admission["podSetAssignments"]}
 
 
 def remove(api: client.ApiClient, namespace: str, name: str, kind: str = "JobSet", timeout: float = 60.0) -> None:

@@ -19,10 +19,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from conftest import REPO
-from e2e.conftest import stack_source
+from conftest import REPO, STACKS
 from tpuplane.components.offline import run_program_file
-from tpuplane.sandbox import lifecycle
 from tpuplane.sandbox.engine import Engine, Project, stack_project
 
 EXAMPLE = REPO / "examples" / "existing_cluster"
@@ -73,17 +71,16 @@ def type_and_name(urn: str) -> str:
     return f"{qualified_type.rsplit('$', 1)[-1]}::{name}"
 
 
-@pytest.fixture(scope="module", params=["dev", "prod", "pathways", "examples/existing_cluster"])
-def program_on_sandbox(request, tmp_path_factory):
-    """A sandbox (the example runs on the dev stack's), with nothing applied yet, the engine bound to it, the
-    project to run and its offline plan."""
+@pytest.fixture(params=["dev", "prod", "pathways", "examples/existing_cluster"])
+def program_on_sandbox(request, sandboxes, tmp_path):
+    """A sandbox of the stack (the example runs on the dev stack's) with nothing of it applied, the engine bound
+    to it, the project to run and its offline plan."""
     example = request.param.startswith("examples/")
-    folder = tmp_path_factory.mktemp("sandbox") / "sandbox"
-    state = lifecycle.up(stack_source("dev" if example else request.param), folder)
+    state = sandboxes.get(STACKS / f"Pulumi.{'dev' if example else request.param}.yaml", applied=False)
     project = example_project() if example else stack_project(state)
     planned = example_offline_plan() if example else offline_plan(request.param)
-    yield state, Engine(folder / "pulumi", Path(state.kubeconfig)), project, planned
-    lifecycle.down(folder)
+    work = tmp_path / "pulumi" if example else Path(state.directory) / "pulumi"
+    yield state, Engine(work, Path(state.kubeconfig)), project, planned
 
 
 def test_preview_up_preview_destroy_and_the_engine_registers_what_the_plan_shows(program_on_sandbox):

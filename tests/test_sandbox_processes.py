@@ -1,0 +1,45 @@
+"""The sandbox's processes: found again by pid and start time, and by their marker when no record names them."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from tpuplane.sandbox.processes import Launcher, alive, kill_marked, marked, stop
+
+
+def sleeper(tmp_path, marker: str):
+    records = []
+    launcher = Launcher(marker=marker, logs=tmp_path, record=records.append)
+    return launcher.start("sleeper", ["sleep", "60"]), records
+
+
+def test_a_started_process_is_recorded_at_once_and_carries_its_marker(tmp_path):
+    started, records = sleeper(tmp_path, str(tmp_path))
+    try:
+        assert records == [started] and alive(started)
+        assert marked(str(tmp_path)) == [started.pid]
+    finally:
+        stop(started)
+    assert not alive(started)
+
+
+def test_a_recycled_pid_is_not_taken_for_ours(tmp_path):
+    started, _ = sleeper(tmp_path, str(tmp_path))
+    try:
+        assert not alive(dataclasses.replace(started, start_time=started.start_time + 1))
+    finally:
+        stop(started)
+
+
+def test_processes_no_record_names_are_killed_by_their_marker(tmp_path):
+    started, _ = sleeper(tmp_path, str(tmp_path))
+    other, _ = sleeper(tmp_path, str(tmp_path / "another-sandbox"))
+    try:
+        assert kill_marked(str(tmp_path)) == [started.pid]
+        deadline = time.monotonic() + 5
+        while alive(started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(started) and alive(other)
+    finally:
+        stop(other)
