@@ -50,7 +50,7 @@ class FleetDashboard(pulumi.ComponentResource):
         body = dashboard_json(build_dashboard(display_name=spec.title, cluster=spec.cluster_name))
         super().__init__("tpuplane:index:FleetDashboard", name, {}, opts)
         self.dashboard = gcp.monitoring.Dashboard(name, dashboard_json=body, project=spec.project,
-                                                  opts=pulumi.ResourceOptions(parent=self))
+                                                  opts=child_options(self, opts))
         created: list[pulumi.Resource] = []
         for manifest in render_kueue_metrics_collection(interval=spec.scrape_interval):  # in apply order
             created.append(manifest_resource(manifest, child_options(self, opts, depends_on=created[-1:])))

@@ -182,12 +182,10 @@ class TeamStorage(pulumi.ComponentResource):
             for identity in plan.identities:
                 for grant in identity.bucket_grants:
                     gcp.storage.BucketIAMMember(f"{name}-{identity.namespace}-{grant.bucket}", bucket=grant.bucket,
-                                                role=grant.role, member=grant.member, opts=pulumi.ResourceOptions(
-                                                    parent=self))
+                                                role=grant.role, member=grant.member, opts=child)
                 for grant in identity.project_grants:
                     gcp.projects.IAMMember(f"{name}-{identity.namespace}-{grant.role.replace('/', '-')}",
-                                           project=spec.project, role=grant.role, member=grant.member,
-                                           opts=pulumi.ResourceOptions(parent=self))
+                                           project=spec.project, role=grant.role, member=grant.member, opts=child)
         self.service_accounts = pulumi.Output.from_input(
             {identity.team: f"{identity.namespace}/{identity.service_account}" for identity in plan.identities})
         self.volumes = pulumi.Output.from_input({s.name: sorted(s.namespaces) for s in plan.storages})

@@ -195,7 +195,8 @@ def _read_storage(reading: _Reading, raw: Mapping[str, Any], root: StackRoot | N
     supplied: dict[str, Any] = {"project": root.project} if root else {}
     if batch is not None:
         supplied["teams"] = [WorkloadTeam(name=team.name, namespace=team.namespace) for team in batch.teams]
-    return reading.section(lambda: read_team_storage(raw.get(STORAGE, {}), source, supplied=supplied))
+    return reading.section(lambda: read_team_storage(raw.get(STORAGE, {}), source, supplied=supplied,
+                                                     teams_read=batch is not None))
 
 
 def _read_entry(reading: _Reading, entry: object, source: Source, supplied: Mapping[str, Any],

@@ -17,7 +17,7 @@ passes may still wait its turn, but one it refuses would never run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any, Iterable, Mapping, Sequence
 
 from tpuplane.infra.batch.admission import QUEUE_LABEL, admitted
@@ -294,8 +294,8 @@ def reach(facts: StackFacts, queue: str, flavor: str, resource: str) -> Decimal:
 
 
 def _fmt(resource: str, amount: Decimal) -> str:
-    if resource == "memory":
-        return f"{amount.normalize():f}Mi"
+    if resource == "memory":  # whole MiB: 132G is 125885.0098 MiB, shown as 125886Mi
+        return f"{amount.to_integral_value(rounding=ROUND_CEILING).normalize():f}Mi"
     return f"{amount.normalize():f}"
 
 

@@ -87,11 +87,12 @@ class TeamStorageSpec(ConfigModel):
         return next((s for s in self.storages if s.name == name), None)
 
 
-def team_storage_problems(spec: TeamStorageSpec, source: Source) -> list[Problem]:
+def team_storage_problems(spec: TeamStorageSpec, source: Source, *, teams_read: bool = True) -> list[Problem]:
     """Every rule of the section: teams, storage entries (each one kind, known teams, unique names), extra roles
-    and the project number."""
+    and the project number. `teams_read=False`: the teams a stack would supply could not be read (their section
+    reports why), so the names used here are not judged against them."""
     problems = _team_problems(spec, source)
-    names = [team.name for team in spec.workload_teams]
+    names = [team.name for team in spec.workload_teams] if teams_read else None
     seen: list[str] = []
     for i, entry in enumerate(spec.volumes):
         problems += entry_problems(entry, source.at("volumes", i), names)
@@ -101,7 +102,7 @@ def team_storage_problems(spec: TeamStorageSpec, source: Source) -> list[Problem
         seen.append(entry.name)
     roles_path = source.path("roles")
     for team, roles in spec.roles.items():
-        if team not in names:
+        if names is not None and team not in names:
             problems.append(Problem(roles_path, team, f"a team of the stack: {', '.join(names)}",
                                     "roles are granted to the team's service account"))
         else:
@@ -124,11 +125,13 @@ def _team_problems(spec: TeamStorageSpec, source: Source) -> list[Problem]:
     return problems
 
 
-def read_team_storage(raw: object, source: Source | None = None, *, supplied: Mapping[str, Any] | None = None
-                      ) -> TeamStorageSpec:
-    """`TeamStorageArgs`, or the `tpuplane:storage` section (the stack supplies project and teams)."""
+def read_team_storage(raw: object, source: Source | None = None, *, supplied: Mapping[str, Any] | None = None,
+                      teams_read: bool = True) -> TeamStorageSpec:
+    """`TeamStorageArgs`, or the `tpuplane:storage` section (the stack supplies project and teams; `teams_read`
+    is false when it could not)."""
     return read_checked(TeamStorageSpec, raw, source or Source.args(STORAGE_ARGS, TeamStorageSpec),
-                        team_storage_problems, supplied=supplied)
+                        lambda spec, source: team_storage_problems(spec, source, teams_read=teams_read),
+                        supplied=supplied)
 
 
 # ---- the plan ------------------------------------------------------------------------------------------------------

@@ -424,8 +424,9 @@ class Storage:
         return isinstance(self.source, PersistentDisk) and not self.read_only
 
 
-def entry_problems(entry: StorageEntry, source: Source, teams: list[str]) -> list[Problem]:
-    """Every rule one storage entry must pass; `teams` are the names of the teams of the stack (or the Args)."""
+def entry_problems(entry: StorageEntry, source: Source, teams: list[str] | None) -> list[Problem]:
+    """Every rule one storage entry must pass; `teams` are the names of the teams of the stack (or the Args), None
+    when they could not be read (their section reports why)."""
     problems = []
     name_path = source.path("name")
     if not DNS_LABEL.fullmatch(entry.name) or len(entry.name) > STORAGE_NAME_MAX:
@@ -435,9 +436,10 @@ def entry_problems(entry: StorageEntry, source: Source, teams: list[str]) -> lis
         problems.append(Problem(name_path, entry.name, "a name other than dshm, shared-tmp, sidecar-shared-memory "
                                 "and names starting with gke- or gcsfuse-", "tpuplane and GKE name pod volumes so"))
     if not entry.teams:
-        problems.append(Problem(source.path("teams"), [], f"at least one team that may mount it: {', '.join(teams)}"))
+        problems.append(Problem(source.path("teams"), [], "at least one team that may mount it"
+                                + (f": {', '.join(teams)}" if teams else "")))
     for i, team in enumerate(entry.teams):
-        if team not in teams:
+        if teams is not None and team not in teams:
             problems.append(Problem(source.path("teams", i), team, f"a team of the stack: {', '.join(teams)}",
                                     "storage is mounted in the namespaces of the teams named here"))
         elif team in entry.teams[:i]:
