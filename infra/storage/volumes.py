@@ -6,8 +6,8 @@ Each storage kind is one model, one key of a storage entry (`gcs`, `filestore`, 
 kinds. The claim carries the storage's name in every namespace that may use it,
 so `--mount data:/data` means the same thing to every team; the volume, cluster-scoped, is named
 `<storage>.<namespace>` (a '.' appears in neither part, so two entries can never render the same name) and is
-pre-bound to that claim (`claimRef` and `volumeName`, `storageClassName: ""`), so no other claim takes it and nothing is
-provisioned dynamically. `Retain`: deleting a volume never touches the data.
+pre-bound to that claim (`claimRef` and `volumeName`; the claim asks for no class with `storageClassName: ""`, the
+volume has none), so no other claim takes it and nothing is provisioned dynamically. `Retain`: deleting a volume never touches the data.
 
 Facts, by kind (the drivers' own examples and GKE's documentation):
 - Cloud Storage FUSE (`gcsfuse.csi.storage.gke.io`): the bucket is the `volumeHandle`; mount options are gcsfuse
@@ -494,7 +494,8 @@ def persistent_volume(storage: Storage, namespace: str) -> dict[str, Any]:
         "claimRef": {"name": storage.name, "namespace": namespace},
         "csi": csi,
         "persistentVolumeReclaimPolicy": "Retain",
-        "storageClassName": "",
+        # No storageClassName: a volume without one is of no class, which its claim asks for. (The Kubernetes
+        # provider drops an empty one from a volume's inputs: sent, it would never match the stack's state.)
         "volumeMode": "Filesystem",
     }
     if options := source.options():
