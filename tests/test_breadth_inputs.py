@@ -141,6 +141,8 @@ BAD_STACK = [
     ("tpuplane:dashboard scrapeInterval", "1h", "tpuplane:dashboard.scrapeInterval", "between 5s and 10m"),
     ("tpuplane:dashboard scrapeInterval", "2s", "tpuplane:dashboard.scrapeInterval", "between 5s and 10m"),
     ("tpuplane:dashboard displayName", "   ", "tpuplane:dashboard.displayName", "not blank"),
+    ("tpuplane:dashboard displayName", "TPU\nfleet", "tpuplane:dashboard.displayName", "without control characters"),
+    ("tpuplane:dashboard displayName", "TPU\u202efleet", "tpuplane:dashboard.displayName", "without control"),
     ("tpuplane:dashboard displayName", "x" * 300, "tpuplane:dashboard.displayName", "at most 256"),
     ("tpuplane:dashboard cluster", "other", "tpuplane:dashboard.cluster", "no such key"),
 ]

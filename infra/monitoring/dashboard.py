@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Annotated, Any, Mapping
 
 from pydantic import Field
@@ -128,6 +129,8 @@ def build_dashboard(*, display_name: str, cluster: str) -> dict[str, Any]:
 class DashboardSpec(ConfigModel):
     """`FleetDashboardArgs`, or the `tpuplane:dashboard` section (the stack supplies its project and cluster)."""
 
+    unicode_fields = frozenset({"display_name"})  # a title for people: any letters, no control characters
+
     project: Annotated[text("a GCP project id, e.g. acme-ml", PROJECT_ID), FromStack("gcp:project")]
     cluster_name: Annotated[text("a GKE cluster name", GKE_NAME), FromStack("tpuplane:cluster.name")]
     display_name: str | None = Field(None, max_length=DISPLAY_NAME_MAX,
@@ -148,8 +151,10 @@ def _seconds(interval: str) -> int:
 def dashboard_problems(spec: DashboardSpec, source: Source) -> list[Problem]:
     """A title that is not blank, and a scrape interval Managed Prometheus takes."""
     problems = []
-    if spec.display_name is not None and not spec.display_name.strip():
-        problems.append(Problem(source.path("display_name"), spec.display_name, "a title, not blank"))
+    title = spec.display_name
+    if title is not None and (not title.strip() or any(unicodedata.category(c).startswith("C") for c in title)):
+        problems.append(Problem(source.path("display_name"), title, "a title, not blank, of one line without "
+                                "control characters"))
     if not _INTERVAL.fullmatch(spec.scrape_interval) or not 5 <= _seconds(spec.scrape_interval) <= 600:
         problems.append(Problem(source.path("scrape_interval"), spec.scrape_interval,
                                 "seconds or minutes between 5s and 10m, e.g. 30s or 1m"))
