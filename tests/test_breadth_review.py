@@ -147,3 +147,15 @@ def test_grant_of_reads_a_bucket_and_a_project_grant():
     assert grant_of("gcp:projects/iAMMember:IAMMember", "g", {"project": "p", "role": "r", "member": "m"}) \
         == Grant("m", "r", "project p", "g")
     assert grant_of("gcp:storage/bucket:Bucket", "g", {}) is None
+
+
+def test_a_fixed_group_that_starts_to_scale_is_updated_in_place():
+    fixed = copy.deepcopy(stack_file_config("pathways"))
+    fixed["tpuplane:tpuPools"][1] = {"name": "batch", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"}
+
+    changes = {c.name: c for c in diff_plans(plan(fixed), plan(stack_file_config("pathways"))).changes}
+
+    assert {changes[f"batch-{i}"].action for i in range(4)} == {Action.UPDATE}
+    assert {p.path for p in changes["batch-1"].properties} == {
+        "autoscaling.locationPolicy", "autoscaling.maxNodeCount", "autoscaling.minNodeCount", "initialNodeCount",
+        "nodeCount"}

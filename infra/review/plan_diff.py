@@ -54,14 +54,15 @@ _FORCE_NEW = "the provider deletes and re-creates the resource (ForceNew)"
 _NODES_RECREATED = ("GKE recreates every node of the pool (the provider updates in place, but a TPU slice "
                     "is torn down and provisioned again)")
 
-def _both_autoscaled(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    """`TpuSlicePool` ignores the initial size of a pool that autoscales: the autoscaler owns it."""
-    return bool(before.get("autoscaling")) and bool(after.get("autoscaling"))
+def _autoscaled(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """`TpuSlicePool` tells the engine to ignore the initial size of a pool that autoscales (the autoscaler owns
+    it), also on the update that turns autoscaling on: the engine keeps the size it has."""
+    return bool(after.get("autoscaling"))
 
 
 REPLACEMENT_RULES: Mapping[str, tuple[ReplacementRule, ...]] = {
     NODE_POOL: (
-        ReplacementRule("initialNodeCount", _FORCE_NEW, unless=_both_autoscaled),
+        ReplacementRule("initialNodeCount", _FORCE_NEW, unless=_autoscaled),
         *_rules(_FORCE_NEW, "cluster", "location", "project", "name", "namePrefix",
                 "placementPolicy", "queuedProvisioning", "maxPodsPerNode",
                 "networkConfig.additionalNodeNetworkConfigs", "networkConfig.additionalPodNetworkConfigs",
