@@ -362,7 +362,10 @@ def _jobsets_to_submit(file: str, cfg: Any) -> list[dict[str, Any]]:
         experiment = read_experiment(documents[0])
         if experiment.ttl_seconds_after_finished is None:  # kubectl users' default, as `experiment render`
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
-        return render_experiment(experiment, cfg.batch if cfg else None)
+        from tpuplane.cli.workload import on_stack_service  # a Pathways file takes the stack's service images
+
+        experiment = on_stack_service(experiment, cfg)
+        return render_experiment(experiment, cfg.batch if cfg else None, storage=cfg.storage if cfg else None)
     if not documents:
         raise ConfigError.at(file, "no YAML document", "JobSets, or a tpuplane workload or experiment file")
     for i, doc in enumerate(documents):
@@ -402,7 +405,7 @@ def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list
     if cfg is not None:
         from tpuplane.infra.batch.schedule_check import stack_facts
 
-        facts = stack_facts(cfg.tpu_pools, cfg.batch)
+        facts = stack_facts(cfg.tpu_pools, cfg.batch, cfg.storage)
     else:
         from tpuplane.infra.batch.cluster_facts import cluster_facts
         from tpuplane.runtime.batch_api import ApiCallFailed
