@@ -27,7 +27,7 @@ from tpuplane.infra.stack import StackConfig, load_stack_config
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.experiments import load_experiment, render_experiment
 from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
-from tpuplane.infra.pathways.job import PathwaysJobOptions, service_defaults
+from tpuplane.infra.pathways.job import PathwaysJobOptions, proxy_address, service_defaults
 
 from tpuplane.cli import EXIT_BAD_INPUT
 
@@ -152,6 +152,11 @@ def render_command(
         jobset = render_tpu_jobset(spec, cfg.batch if cfg else None, storage=cfg.storage if cfg else None)
         _check_schedule([jobset], cfg)
         _print_yaml([jobset])
+        if pathways and headless:  # where its clients connect, as xpk says after create-pathways
+            meta = jobset["metadata"]
+            Console(stderr=True, emoji=False).print(
+                f"note: clients reach the proxy at {escape(proxy_address(meta['name'], meta['namespace']))}",
+                highlight=False, soft_wrap=True)
     except ConfigError as exc:
         _fail(exc)
 

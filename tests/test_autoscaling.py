@@ -26,10 +26,19 @@ def test_a_group_has_max_slices_pools_each_scaling_to_its_full_size_the_first_mi
     assert all(p.location_policy == "ANY" for p in group.pools)
 
 
-def test_kueue_quota_and_cost_follow_the_range():
-    group = SliceGroupScaling(resolve_tpu_type("v6e-16"), min_slices=0, max_slices=4)
+def test_kueue_quota_follows_the_maximum():
+    from tpuplane.infra.batch.kueue import render_cluster_queues
+    from tpuplane.infra.stack import load_stack_config
 
-    assert (group.quota_slices, group.min_chips, group.max_chips) == (4, 0, 64)
+    cfg = load_stack_config({"gcp:project": "acme-ml", "gcp:region": "us-east5",
+                             "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b"},
+                             "tpuplane:tpuPools": [{"name": "train", "tpuType": "v6e-16", "capacity": "spot",
+                                                    "autoscaling": {"minSlices": 0, "maxSlices": 4}}]})
+
+    [queue] = render_cluster_queues(cfg.batch)
+    tpu = [r for g in queue["spec"]["resourceGroups"] for f in g["flavors"] for r in f["resources"]
+           if f["name"] != "cpu" and r["name"] == "google.com/tpu"]
+    assert [r["nominalQuota"] for r in tpu] == ["64"]  # 4 slices x 16 chips, though none may exist yet
 
 
 def test_single_host_slices_scale_node_by_node_one_pool_each():

@@ -12,13 +12,11 @@ from tpuplane.infra.storage.volumes import (
     ParallelstoreInstance,
     PersistentDisk,
     Storage,
-    gcs_ephemeral_volume,
     mount_problems,
     persistent_volume,
     persistent_volume_claim,
     pod_mounts,
     render_storage,
-    required_addons,
 )
 
 SOURCES = {
@@ -120,25 +118,6 @@ def test_filestore_and_parallelstore_handles_and_attributes_follow_their_drivers
     assert parallelstore["volumeHandle"] == "acme-ml/us-east5-b/scratch/default-pool/default-container"
     assert parallelstore["volumeAttributes"] == {"accessPoints": "10.90.1.2,10.90.1.3", "mountLocality": "node",
                                                  "network": "projects/acme-ml/global/networks/tpu-vpc"}
-
-
-def test_the_ephemeral_form_of_a_bucket_carries_the_same_attributes_inline():
-    volume = gcs_ephemeral_volume(storage())
-
-    validate_manifests([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
-        "containers": [{"name": "c", "image": "busybox"}], "volumes": [volume]}}])
-    assert volume["csi"]["volumeAttributes"]["bucketName"] == "acme-data"
-    assert volume["csi"]["volumeAttributes"]["mountOptions"] == "implicit-dirs,only-dir=imagenet"
-
-
-def test_only_a_bucket_has_an_ephemeral_form():
-    with pytest.raises(ValueError, match="only gcs"):
-        gcs_ephemeral_volume(storage("filestore"))
-
-
-def test_required_addons_are_the_drivers_of_the_kinds_in_use():
-    assert required_addons([storage(), storage("lustre", name="l"), storage(name="again")]) == [
-        "gcs_fuse_csi_driver_config", "lustre_csi_driver_config"]
 
 
 # ---- mounts -----------------------------------------------------------------------------------------------------

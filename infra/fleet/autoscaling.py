@@ -93,19 +93,6 @@ class SliceGroupScaling:
         return [PoolScaling(vms, vms, vms) if i < self.min_slices else from_zero(self.spec)
                 for i in range(self.max_slices)]
 
-    @property
-    def quota_slices(self) -> int:
-        """Kueue admits up to the maximum: the autoscaler brings the missing slices for admitted pods."""
-        return self.max_slices
-
-    @property
-    def min_chips(self) -> int:
-        return self.min_slices * self.spec.chips
-
-    @property
-    def max_chips(self) -> int:
-        return self.max_slices * self.spec.chips
-
 
 def slice_range_problems(scaling: SliceAutoscaling, source: Source, *, capacity: str,
                          spec: TpuSpec | None = None) -> list[Problem]:
@@ -157,11 +144,6 @@ class AutoprovisioningPlan:
     resource_limits: tuple[ResourceLimit, ...]
     locations: tuple[str, ...]
     autoscaling_profile: str = NAP_AUTOSCALING_PROFILE
-
-    def tpu_chips(self) -> dict[str, int]:
-        """Accelerator resource type -> the most chips NAP may bring."""
-        return {limit.resource_type: limit.maximum for limit in self.resource_limits
-                if limit.resource_type not in ("cpu", "memory")}
 
 
 def accelerator_of(generation: str) -> str:

@@ -53,8 +53,8 @@ from tpuplane.infra.pathways.proxy import (
 from tpuplane.infra.pathways.service import (
     HEAD_JOB,
     RM_PORT,
-    RM_RESOURCES,
     attach_colocated_sidecar,
+    pathways_head_host,
     rm_container,
     server_image_for_jax,
     worker_container,
@@ -298,14 +298,7 @@ def render_pathways_jobset(job: PathwaysJobSpec) -> dict[str, Any]:
             "spec": spec}
 
 
-def proxy_address(job: PathwaysJobSpec) -> str:
-    """Where a client reaches the job's proxy inside the cluster (what xpk prints for `create-pathways`)."""
-    return f"grpc://{job.name}-{HEAD_JOB}-0-0.{job.name}:{PROXY_PORT}"
-
-
-def head_requests() -> dict[str, float]:
-    """CPU (cores) and memory (bytes) the head's Pathways containers request, beside any user container: what the
-    CPU pool's machine must hold."""
-    from kubernetes.utils import parse_quantity  # here: the kubernetes client package costs 0.1 s to import
-
-    return {key: float(sum(parse_quantity(r[key]) for r in (RM_RESOURCES, PROXY_RESOURCES))) for key in ("cpu", "memory")}
+def proxy_address(name: str, namespace: str) -> str:
+    """Where a client reaches the proxy of the job `name` from any namespace (xpk prints the short form for
+    `create-pathways`): the head pod's DNS name under the JobSet's subdomain, qualified with `<namespace>.svc`."""
+    return f"grpc://{pathways_head_host(name)}.{namespace}.svc:{PROXY_PORT}"

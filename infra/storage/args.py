@@ -40,7 +40,7 @@ from tpuplane.infra.storage.identity import (
     role_problems,
     team_identity,
 )
-from tpuplane.infra.storage.volumes import Storage, StorageEntry, entry_problems, render_storage, required_addons
+from tpuplane.infra.storage.volumes import Storage, StorageEntry, entry_problems, render_storage
 
 STORAGE_ARGS = "TeamStorageArgs"
 DEFAULT_TEAM = "default"  # without Kueue teams, one queue serves namespace `default` (BatchStack's layout)
@@ -82,9 +82,6 @@ class TeamStorageSpec(ConfigModel):
         namespace = {team.name: team.team_namespace for team in self.workload_teams}
         return [Storage(entry.name, entry.source.with_project(self.project), entry.read_only,
                         tuple(namespace[team] for team in entry.teams)) for entry in self.volumes]
-
-    def storage_named(self, name: str) -> Storage | None:
-        return next((s for s in self.storages if s.name == name), None)
 
 
 def team_storage_problems(spec: TeamStorageSpec, source: Source, *, teams_read: bool = True) -> list[Problem]:
@@ -150,10 +147,6 @@ class TeamStoragePlan:
     def volumes(self) -> list[dict[str, Any]]:
         """Every PersistentVolume and claim, by storage name, then namespace."""
         return render_storage(list(self.storages))
-
-    @property
-    def addons(self) -> list[str]:
-        return required_addons(list(self.storages))
 
 
 def plan_team_storage(spec: TeamStorageSpec) -> TeamStoragePlan:

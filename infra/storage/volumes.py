@@ -44,11 +44,10 @@ import ipaddress
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar
 
 from tpuplane.infra.args import Source
 from tpuplane.infra.errors import ConfigError, Problem, problems_of
-from tpuplane.infra.fleet.cluster import CSI_DRIVER_ADDONS
 from tpuplane.infra.model import Allowed, ConfigModel, Hint
 from tpuplane.infra.naming import DNS_LABEL, PROJECT_ID, REGION, ZONE
 from tpuplane.infra.pathways.proxy import parse_gcs_location
@@ -115,13 +114,11 @@ def _project_problems(source: Source, project: str | None) -> list[Problem]:
 
 
 class StorageKind(ConfigModel):
-    """What every kind says of itself: its key in a storage entry, its CSI driver and the GKE add-on that runs it
-    (pulumi-gcp's `addons_config` block)."""
+    """What every kind says of itself: its key in a storage entry and its CSI driver (whose GKE add-on
+    `tpuplane.infra.fleet.cluster.CSI_DRIVER_ADDONS` names)."""
 
-    kind: ClassVar[str]
+    kind: ClassVar[str]  # its key in a storage entry, and its CSI driver's entry in CSI_DRIVER_ADDONS
     driver: ClassVar[str]
-    addon: ClassVar[str]  # CSI_DRIVER_ADDONS[kind]
-    title: ClassVar[str]
 
     def problems(self, source: Source) -> list[Problem]:
         raise NotImplementedError
@@ -144,10 +141,6 @@ class StorageKind(ConfigModel):
             return self.model_copy(update={"project": project})
         return self
 
-    @property
-    def location_text(self) -> str:
-        """What a plan shows of where the data lives."""
-        raise NotImplementedError
 
 
 class GcsBucket(StorageKind):
@@ -155,8 +148,6 @@ class GcsBucket(StorageKind):
 
     kind: ClassVar[str] = "gcs"
     driver: ClassVar[str] = "gcsfuse.csi.storage.gke.io"
-    addon: ClassVar[str] = CSI_DRIVER_ADDONS[kind]
-    title: ClassVar[str] = "Cloud Storage bucket"
 
     bucket: Annotated[str, Allowed("gs://<bucket>[/<folder>], or a bucket name")]
     mount_options: list[str] = []
@@ -171,10 +162,6 @@ class GcsBucket(StorageKind):
     @property
     def folder(self) -> str:
         return parse_gcs_location(self.bucket).removeprefix("gs://").partition("/")[2]
-
-    @property
-    def location_text(self) -> str:
-        return parse_gcs_location(self.bucket)
 
     def problems(self, source: Source) -> list[Problem]:
         bucket_path = source.path("bucket")
@@ -227,18 +214,12 @@ class FilestoreShare(StorageKind):
 
     kind: ClassVar[str] = "filestore"
     driver: ClassVar[str] = "filestore.csi.storage.gke.io"
-    addon: ClassVar[str] = CSI_DRIVER_ADDONS[kind]
-    title: ClassVar[str] = "Filestore share"
 
     location: str
     instance: str
     share: str
     ip: str
     size: str
-
-    @property
-    def location_text(self) -> str:
-        return f"{self.ip}:/{self.share} ({self.instance}, {self.location})"
 
     def problems(self, source: Source) -> list[Problem]:
         return (_pattern_problems(source.path("location"), self.location, _LOCATION,
@@ -259,8 +240,6 @@ class ParallelstoreInstance(StorageKind):
 
     kind: ClassVar[str] = "parallelstore"
     driver: ClassVar[str] = "parallelstore.csi.storage.gke.io"
-    addon: ClassVar[str] = CSI_DRIVER_ADDONS[kind]
-    title: ClassVar[str] = "Parallelstore instance"
 
     location: str
     instance: str
@@ -269,10 +248,6 @@ class ParallelstoreInstance(StorageKind):
     size: str = PARALLELSTORE_CAPACITIES[0]
     mount_locality: str | None = None
     project: str | None = None
-
-    @property
-    def location_text(self) -> str:
-        return f"{self.instance} ({self.location})"
 
     def problems(self, source: Source) -> list[Problem]:
         problems = (_project_problems(source, self.project)
@@ -308,8 +283,6 @@ class LustreInstance(StorageKind):
 
     kind: ClassVar[str] = "lustre"
     driver: ClassVar[str] = "lustre.csi.storage.gke.io"
-    addon: ClassVar[str] = CSI_DRIVER_ADDONS[kind]
-    title: ClassVar[str] = "Managed Lustre instance"
 
     zone: str
     instance: str
@@ -317,10 +290,6 @@ class LustreInstance(StorageKind):
     filesystem: str
     size: str
     project: str | None = None
-
-    @property
-    def location_text(self) -> str:
-        return f"{self.ip}@tcp:/{self.filesystem} ({self.instance}, {self.zone})"
 
     def problems(self, source: Source) -> list[Problem]:
         return (_project_problems(source, self.project)
@@ -343,8 +312,6 @@ class PersistentDisk(StorageKind):
 
     kind: ClassVar[str] = "disk"
     driver: ClassVar[str] = "pd.csi.storage.gke.io"
-    addon: ClassVar[str] = CSI_DRIVER_ADDONS[kind]
-    title: ClassVar[str] = "Persistent Disk"
 
     location: str
     disk: str
@@ -355,10 +322,6 @@ class PersistentDisk(StorageKind):
     @property
     def zonal(self) -> bool:
         return ZONE.fullmatch(self.location) is not None
-
-    @property
-    def location_text(self) -> str:
-        return f"{self.disk} ({self.location})"
 
     def problems(self, source: Source) -> list[Problem]:
         return (_project_problems(source, self.project)
@@ -374,7 +337,6 @@ class PersistentDisk(StorageKind):
         return f"projects/{self.project}/{scope}/{self.location}/disks/{self.disk}"
 
 
-StorageSource = Union[GcsBucket, FilestoreShare, ParallelstoreInstance, LustreInstance, PersistentDisk]
 STORAGE_KINDS: dict[str, type[StorageKind]] = {cls.kind: cls for cls in
                                                (GcsBucket, FilestoreShare, ParallelstoreInstance, LustreInstance,
                                                 PersistentDisk)}
@@ -530,25 +492,6 @@ def render_storage(storages: list[Storage]) -> list[dict[str, Any]]:
         for namespace in sorted(storage.namespaces):
             objects += [persistent_volume(storage, namespace), persistent_volume_claim(storage, namespace)]
     return objects
-
-
-def gcs_ephemeral_volume(storage: Storage) -> dict[str, Any]:
-    """A bucket as a CSI ephemeral inline volume: no volume or claim, any namespace (GKE's other GCS FUSE form)."""
-    source = storage.source
-    if not isinstance(source, GcsBucket):
-        raise ValueError(f"storage {storage.name} is {source.kind}: only gcs has an ephemeral form")
-    attributes = {"bucketName": source.bucket_name, **source.attributes()}
-    if options := source.options():
-        attributes["mountOptions"] = ",".join(options)
-    csi: dict[str, Any] = {"driver": source.driver, "volumeAttributes": attributes}
-    if storage.read_only:
-        csi["readOnly"] = True
-    return {"csi": csi, "name": storage.name}
-
-
-def required_addons(storages: list[Storage]) -> list[str]:
-    """The cluster's `addons_config` blocks the storages' CSI drivers need (pulumi-gcp names), sorted."""
-    return sorted({s.source.addon for s in storages})
 
 
 # ---- mounts -------------------------------------------------------------------------------------------------------
