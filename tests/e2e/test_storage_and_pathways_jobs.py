@@ -11,30 +11,23 @@ by the real Pulumi engine, then what Kubernetes, Kueue and the scheduler make of
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-
 import pytest
 from kubernetes import client, config
 
+from conftest import STACKS
 from e2e import kueue_judge
 from e2e.conftest import stack_source
 from tpuplane.infra.batch.workload import TpuJob, TpuWorkloadSpec, render_tpu_jobset
-from tpuplane.sandbox import lifecycle
-from tpuplane.sandbox.engine import apply_kubernetes_half
 from tpuplane.sandbox.layout import SandboxState
 
 BIND_TIMEOUT = 60.0
 
 
-@pytest.fixture(scope="module")
-def prod(tmp_path_factory) -> Iterator[tuple[SandboxState, client.ApiClient]]:
-    """The prod stack on a sandbox, its Kubernetes half applied by the engine."""
-    directory = tmp_path_factory.mktemp("sandbox") / "prod"
-    state = lifecycle.up(stack_source("prod"), directory, apply=apply_kubernetes_half)
-    try:
-        yield state, config.new_client_from_config(state.kubeconfig)
-    finally:
-        lifecycle.down(directory)
+@pytest.fixture
+def prod(sandboxes) -> tuple[SandboxState, client.ApiClient]:
+    """The prod stack's sandbox (shared by the session), its Kubernetes half applied by the engine."""
+    state = sandboxes.get(STACKS / "Pulumi.prod.yaml", applied=True)
+    return state, config.new_client_from_config(state.kubeconfig)
 
 
 def claims(api: client.ApiClient) -> dict[tuple[str, str], str]:
