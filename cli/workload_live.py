@@ -189,7 +189,8 @@ def _live_check(kube: "BatchApi", jobset: dict[str, Any], flavors: list, cluster
     if nodes is None:
         return None, ()
     facts = cluster_facts(flavors, cluster_queues, local_queues, nodes,
-                          optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None))
+                          optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None),
+                          optional_read(kube.list_claims, None))
     try:
         return _check(as_manifest(jobset), facts), facts.pools
     except (ConfigError, ImportError):  # a JobSet the check cannot read, or no infra extra: no check
@@ -365,7 +366,10 @@ def _jobsets_to_submit(file: str, cfg: Any) -> list[dict[str, Any]]:
         experiment = read_experiment(documents[0])
         if experiment.ttl_seconds_after_finished is None:  # kubectl users' default, as `experiment render`
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
-        return render_experiment(experiment, cfg.batch if cfg else None)
+        from tpuplane.cli.workload import on_stack_service  # a Pathways file takes the stack's service images
+
+        experiment = on_stack_service(experiment, cfg)
+        return render_experiment(experiment, cfg.batch if cfg else None, storage=cfg.storage if cfg else None)
     if not documents:
         raise ConfigError.at(file, "no YAML document", "JobSets, or a tpuplane workload or experiment file")
     for i, doc in enumerate(documents):
@@ -405,7 +409,7 @@ def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list
     if cfg is not None:
         from tpuplane.infra.batch.schedule_check import stack_facts
 
-        facts = stack_facts(cfg.tpu_pools, cfg.batch)
+        facts = stack_facts(cfg.tpu_pools, cfg.batch, cfg.storage)
     else:
         from tpuplane.infra.batch.cluster_facts import cluster_facts
         from tpuplane.runtime.batch_api import ApiCallFailed
@@ -413,7 +417,8 @@ def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list
         try:
             facts = cluster_facts(kube.list_objects(RESOURCE_FLAVORS), kube.list_objects(CLUSTER_QUEUES),
                                   kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes(),
-                                  optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None))
+                                  optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None),
+                                  optional_read(kube.list_claims, None))
         except ApiCallFailed as error:
             if error.status != 403:
                 raise

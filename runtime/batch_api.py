@@ -136,6 +136,12 @@ class BatchApi(KubeApi):
         result = self._call("list nodes", self._core.list_node, resource="nodes/v1")
         return [self._serialize(item) for item in result.items]
 
+    def list_claims(self) -> list[dict[str, Any]]:
+        """The PersistentVolumeClaims of every namespace (what a workload may mount)."""
+        result = self._call("list persistentvolumeclaims", self._core.list_persistent_volume_claim_for_all_namespaces,
+                            resource="persistentvolumeclaims/v1")
+        return [self._serialize(item) for item in result.items]
+
     def pods(self, namespace: str | None, label_selector: str, *, within: float | None = None) -> list[dict[str, Any]]:
         """Pods matching `label_selector` in `namespace`, or in every namespace when it is None."""
         if namespace is None:

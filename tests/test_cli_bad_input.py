@@ -85,7 +85,7 @@ CASES: dict[str, tuple[Files, list[str]]] = {
     "plan cpu nodes boolean": ({"Pulumi.c.yaml": stack_with("    name: fleet-dev\n",
                                                             "    name: fleet-dev\n    cpuPool: {maxNodes: true}\n")},
                                ["plan", "--config", "{f}/Pulumi.c.yaml"]),
-    "plan slices 10^30": ({"Pulumi.n.yaml": stack_with("slices: 2", "slices: " + "1" + "0" * 30)},
+    "plan slices 10^30": ({"Pulumi.n.yaml": stack_with("maxSlices: 2", "maxSlices: " + "1" + "0" * 30)},
                           ["plan", "--config", "{f}/Pulumi.n.yaml"]),
     "plan malformed cidr": ({"Pulumi.m.yaml": stack_with("cidr: 203.0.113.0/24", "cidr: 0.0.0.0/00")},
                             ["plan", "--config", "{f}/Pulumi.m.yaml"]),

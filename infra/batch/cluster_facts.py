@@ -75,9 +75,13 @@ def as_manifest(obj: Obj) -> dict[str, Any]:
 
 
 def cluster_facts(flavors: Iterable[Obj], cluster_queues: Iterable[Obj], local_queues: Iterable[Obj],
-                  nodes: Iterable[Obj], priority_classes: Iterable[Obj] | None = None) -> StackFacts:
-    """What the scheduling check needs, from the objects the API server returned (WorkloadPriorityClasses None
-    when they could not be read: the check then takes any priority)."""
+                  nodes: Iterable[Obj], priority_classes: Iterable[Obj] | None = None,
+                  claims: Iterable[Obj] | None = None) -> StackFacts:
+    """What the scheduling check needs, from the objects the API server returned (WorkloadPriorityClasses or
+    PersistentVolumeClaims None when they could not be read: the check then takes any priority, or any claim)."""
+    namespaces_of: dict[str, set[str]] = {}
+    for claim in claims or ():
+        namespaces_of.setdefault(meta(claim, "name"), set()).add(meta(claim, "namespace"))
     return StackFacts(
         flavors={meta(f, "name"): {"metadata": {"name": meta(f, "name")}, "spec": dict(field(f, "spec") or {})}
                  for f in flavors},
@@ -86,4 +90,5 @@ def cluster_facts(flavors: Iterable[Obj], cluster_queues: Iterable[Obj], local_q
                       for q in local_queues},
         pools=node_pools(nodes),
         priority_classes=None if priority_classes is None else frozenset(meta(c, "name") for c in priority_classes),
+        claims=None if claims is None else {name: tuple(sorted(where)) for name, where in sorted(namespaces_of.items())},
     )

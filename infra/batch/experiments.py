@@ -28,6 +28,7 @@ from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.args import Source, read
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.naming import DNS_LABEL
+from tpuplane.infra.storage.args import TeamStorageSpec
 from tpuplane.infra.yaml_input import read_yaml_file
 from tpuplane.infra.batch.workload import TpuWorkloadSpec, max_name_length, render_tpu_jobset, workload_problems
 
@@ -124,7 +125,8 @@ def _same_id_problems(exp: ExperimentSpec, trials: list[Trial]) -> list[Problem]
     return problems
 
 
-def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = None) -> list[Problem]:
+def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = None,
+                        storage: TeamStorageSpec | None = None) -> list[Problem]:
     """Rules of the experiment file, then every rule of a workload, checked on its longest trial name."""
     problems = []
     if exp.grid and exp.trials:
@@ -157,15 +159,16 @@ def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = No
                                    else ""),
                                 f"trial JobSets are named like '{sample.name}'"))
         return problems
-    return problems + [p for p in workload_problems(sample, platform) if p.path != "name"]
+    return problems + [p for p in workload_problems(sample, platform, storage) if p.path != "name"]
 
 
-def render_experiment(exp: ExperimentSpec, platform: BatchPlatform | None = None) -> list[dict[str, Any]]:
-    """One JobSet per trial, in trial order. Raises ConfigError."""
-    problems = experiment_problems(exp, platform)
+def render_experiment(exp: ExperimentSpec, platform: BatchPlatform | None = None, *,
+                      storage: TeamStorageSpec | None = None) -> list[dict[str, Any]]:
+    """One JobSet per trial, in trial order; `storage` is the stack's, which the mounts name. Raises ConfigError."""
+    problems = experiment_problems(exp, platform, storage)
     if problems:
         raise ConfigError(problems)
-    return [render_tpu_jobset(trial_workload(exp, t), platform, system_labels=trial_labels(exp, t))
+    return [render_tpu_jobset(trial_workload(exp, t), platform, storage=storage, system_labels=trial_labels(exp, t))
             for t in expand_trials(exp)]
 
 

@@ -13,7 +13,15 @@ import json
 from typing import Any
 
 from tpuplane.infra.review.report_format import ReportFormat
-from tpuplane.infra.review.impact import DiffContext, cost_json, cost_markdown, cost_text, fleet_markdown, key_text
+from tpuplane.infra.review.impact import (
+    DiffContext,
+    cost_json,
+    cost_markdown,
+    cost_text,
+    fleet_markdown,
+    grant_changes,
+    key_text,
+)
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
 from tpuplane.infra.review.summary import short_type
 
@@ -107,6 +115,9 @@ def render_markdown(diff: PlanDiff, context: DiffContext | None = None) -> str:
         lines += ["> [!WARNING]", f"> {len(replaced)} resource{'s' if len(replaced) != 1 else ''} will be "
                   f"replaced: {names}. A replaced TPU node pool is a slice torn down and provisioned again.", ""]
     lines += ["#### TPU impact", "", *_md_impact(diff.tpu_impact), ""]
+    if context and (grants := grant_changes(diff, context)):
+        lines += ["#### IAM grants", "", *(f"- {_code(_SYMBOL[g.action])} {g.action.value}: {_code(g.text)}"
+                                          for g in grants), ""]
     if context:
         lines += ["#### Estimated cost", "", *cost_markdown(context), ""]
     lines += ["#### Resources", "", *_md_resources(diff.changes, context), ""]
@@ -148,6 +159,8 @@ def render_text(diff: PlanDiff, context: DiffContext | None = None) -> str:
         lines.append(f"  {row.generation}: slices +{row.slices_added} -{row.slices_removed} "
                      f"recreated {row.slices_recreated}; chips +{row.chips_added} -{row.chips_removed} "
                      f"recreated {row.chips_recreated}")
+    if context and (grants := grant_changes(diff, context)):
+        lines += ["IAM grants:", *(f"  {_SYMBOL[g.action]:<2} {g.text}" for g in grants)]
     if context:
         lines += cost_text(context)
     lines.append(_summary_line(diff))
@@ -160,7 +173,10 @@ def render_text(diff: PlanDiff, context: DiffContext | None = None) -> str:
 
 def diff_to_dict(diff: PlanDiff, context: DiffContext | None = None) -> dict[str, Any]:
     """camelCase, like the plan file."""
-    extra = {} if context is None else {"costImpact": cost_json(context)}
+    extra = {} if context is None else {
+        "costImpact": cost_json(context),
+        "grantChanges": [{"action": g.action.value, "member": g.grant.member, "role": g.grant.role,
+                          "roleBefore": g.before or None, "on": g.grant.target} for g in grant_changes(diff, context)]}
     return {**extra,
         "base": {"project": diff.base[0], "stack": diff.base[1]},
         "head": {"project": diff.head[0], "stack": diff.head[1]},

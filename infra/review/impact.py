@@ -14,8 +14,8 @@ from typing import Any
 
 from tpuplane.infra.review.cost import CostLine, PriceTable, cost_delta, money, total
 from tpuplane.infra.review.plan import Plan
-from tpuplane.infra.review.plan_diff import Action, ResourceChange
-from tpuplane.infra.review.summary import FleetSummary, key_properties, summarize
+from tpuplane.infra.review.plan_diff import Action, PlanDiff, ResourceChange
+from tpuplane.infra.review.summary import GRANT_TYPES, FleetSummary, Grant, grant_of, key_properties, summarize
 from tpuplane.infra.review.summary_markdown import cell, mermaid, summary_markdown
 
 
@@ -42,6 +42,33 @@ def diff_context(base: Plan, head: Plan, prices: PriceTable) -> DiffContext:
     inputs.update({r.urn: r.inputs for r in head.resources})
     base_summary, head_summary = summarize(base), summarize(head)
     return DiffContext(inputs, head_summary, cost_delta(base_summary, head_summary, prices), prices)
+
+
+@dataclass(frozen=True)
+class GrantChange:
+    """An IAM grant the change makes (`create`), takes away (`delete`), or changes: `before` is its earlier role."""
+
+    action: Action
+    grant: Grant
+    before: str = ""
+
+    @property
+    def text(self) -> str:
+        role = f"{self.before} -> {self.grant.role}" if self.before else self.grant.role
+        return f"{self.grant.member} {role} on {self.grant.target}"
+
+
+def grant_changes(diff: PlanDiff, context: DiffContext) -> list[GrantChange]:
+    """Every IAM grant added, removed or changed: who may reach what, before the properties that say so."""
+    changes = []
+    for change in diff.changes:
+        if change.type not in GRANT_TYPES:
+            continue
+        grant = grant_of(change.type, change.name, context.inputs.get(change.urn, {}))
+        assert grant is not None
+        role = next((p for p in change.properties if p.path == "role"), None)
+        changes.append(GrantChange(change.action, grant, str(role.before) if role and role.before else ""))
+    return changes
 
 
 def key_text(props: list[tuple[str, str]]) -> str:

@@ -23,6 +23,10 @@ CLUSTER = "gcp:container/cluster:Cluster"
 RESERVATION = "gcp:compute/reservation:Reservation"
 RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
+PERSISTENT_VOLUME_CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
+PROJECT_GRANT = "gcp:projects/iAMMember:IAMMember"
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 
 

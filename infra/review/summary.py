@@ -22,9 +22,23 @@ from tpuplane.infra.fleet.capacity import FLEX_START_LABEL, SPOT_LABEL
 from tpuplane.infra.fleet.catalog import find_generation, machine_type_generation, resolve_tpu_type
 from tpuplane.infra.fleet.scheduling import ACCELERATOR_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from tpuplane.infra.pathways.service import MANAGED_BY_LABELS
-from tpuplane.infra.review.plan import CLUSTER, CONFIG_GROUP, NODE_POOL, RESERVATION, Plan, PlannedResource, pool_vms
+from tpuplane.infra.storage.volumes import STORAGE_KINDS, STORAGE_LABEL
+from tpuplane.infra.review.plan import (
+    BUCKET_GRANT,
+    CLUSTER,
+    CONFIG_GROUP,
+    NODE_POOL,
+    PERSISTENT_VOLUME,
+    PROJECT_GRANT,
+    RESERVATION,
+    Plan,
+    PlannedResource,
+    pool_vms,
+)
 
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+GRANT_TYPES = (BUCKET_GRANT, PROJECT_GRANT)
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 RESOURCE_FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
@@ -53,6 +67,8 @@ class PoolGroup:
     reservation: str  # the reservation consumed, "" when none (or any)
     node_pools: tuple[str, ...]  # GKE node pool names
     node_labels: tuple[Mapping[str, str], ...]  # per node pool, the labels its nodes carry
+    min_slices: int | None = None  # slices always there, when the pools scale (None: all `slices` are)
+    held: tuple[bool, ...] = ()  # per node pool: always there (False: it scales from zero)
 
     @property
     def vms(self) -> int:
@@ -60,7 +76,17 @@ class PoolGroup:
 
     @property
     def chips(self) -> int:
+        """Chips at the group's maximum: what quotas admit and what the cost estimate prices."""
         return self.slices * self.chips_per_slice
+
+    @property
+    def min_chips(self) -> int:
+        return (self.slices if self.min_slices is None else self.min_slices) * self.chips_per_slice
+
+    @property
+    def slices_text(self) -> str:
+        """"4", or "1-4" for a group that scales."""
+        return str(self.slices) if self.min_slices is None else f"{self.min_slices}-{self.slices}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +143,27 @@ class SidecarImage:
 
 
 @dataclass(frozen=True)
+class StorageVolume:
+    """One storage entry of a plan: its kind, where the data lives, access, and the namespaces that mount it."""
+
+    name: str
+    kind: str
+    location: str
+    read_only: bool
+    namespaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One IAM grant: who gets which role on what."""
+
+    member: str
+    role: str
+    target: str  # "bucket <name>" or "project <id>"
+    resource: str  # the grant's resource name in the plan
+
+
+@dataclass(frozen=True)
 class FleetSummary:
     project: str
     stack: str
@@ -129,6 +176,10 @@ class FleetSummary:
     sidecar_images: tuple[SidecarImage, ...]
     resource_counts: tuple[tuple[str, int], ...]  # (short type, count), most first
     config_objects: tuple[tuple[str, str, str], ...]  # (ConfigGroup name, kind, name)
+    storage: tuple[StorageVolume, ...] = ()
+    grants: tuple[Grant, ...] = ()
+    autoprovisioning: tuple[tuple[str, int], ...] = ()  # node auto-provisioning: (resource type, maximum)
+    dashboards: tuple[str, ...] = ()  # Cloud Monitoring dashboards' titles
 
     @property
     def total_resources(self) -> int:
@@ -140,12 +191,13 @@ class FleetSummary:
             chips[group.generation] = chips.get(group.generation, 0) + group.chips
         return dict(sorted(chips.items()))
 
-    def chips_by_mode(self) -> dict[tuple[str, str], int]:
-        """(generation, capacity mode) -> chips: what list prices apply to."""
+    def chips_by_mode(self, *, minimum: bool = False) -> dict[tuple[str, str], int]:
+        """(generation, capacity mode) -> chips: what list prices apply to; the groups at their maximum, or with
+        `minimum` at their minimum (scaled down as far as they go)."""
         chips: dict[tuple[str, str], int] = {}
         for group in self.pool_groups:
             key = (group.generation, group.capacity)
-            chips[key] = chips.get(key, 0) + group.chips
+            chips[key] = chips.get(key, 0) + (group.min_chips if minimum else group.chips)
         return dict(sorted(chips.items()))
 
 
@@ -245,6 +297,7 @@ def _pool_groups(resources: Sequence[PlannedResource]) -> tuple[tuple[PoolGroup,
         spec = _tpu_spec(generation, machine_type, chips_per_vm, topology)
         vms = pool_vms(first)
         capacity, reservation = capacity_of(first)
+        held = tuple(pool_floor(p.inputs) > 0 for p in pools)
         groups.append(PoolGroup(
             name=urn_name(parent) if parent.startswith("urn:") else parent,
             tpu_type=spec.name if spec else f"{generation} ({machine_type})",
@@ -252,8 +305,18 @@ def _pool_groups(resources: Sequence[PlannedResource]) -> tuple[tuple[PoolGroup,
             topology=spec.topology if spec else topology, slices=len(pools), vms_per_slice=vms,
             chips_per_slice=vms * chips_per_vm, capacity=capacity, reservation=reservation,
             node_pools=tuple(str(p.inputs.get("name", p.name)) for p in pools),
-            node_labels=tuple(node_labels(p.inputs) for p in pools)))
+            node_labels=tuple(node_labels(p.inputs) for p in pools),
+            min_slices=sum(held) if not all(held) else None, held=held))
     return tuple(sorted(groups, key=lambda g: g.name)), tuple(sorted(cpu, key=lambda c: c.name))
+
+
+def pool_floor(inputs: Mapping[str, Any]) -> int:
+    """VMs a pool always holds: its static size, else its autoscaling minimum (0: it scales from zero)."""
+    autoscaling = inputs.get("autoscaling")
+    if isinstance(autoscaling, Mapping):
+        low = autoscaling.get("minNodeCount", autoscaling.get("totalMinNodeCount"))
+        return low if isinstance(low, int) and not isinstance(low, bool) else 0
+    return pool_vms(inputs)
 
 
 def pool_size(inputs: Mapping[str, Any]) -> str:
@@ -339,6 +402,69 @@ def _images(resources: Sequence[PlannedResource]) -> tuple[SidecarImage, ...]:
         for r in resources if r.type == IMAGE), key=lambda i: i.name))
 
 
+_KIND_BY_DRIVER = {kind.driver: kind.kind for kind in STORAGE_KINDS.values()}
+
+
+def _storage(resources: Sequence[PlannedResource]) -> tuple[StorageVolume, ...]:
+    """Each storage entry from its PersistentVolumes (one per namespace that mounts it)."""
+    found: dict[str, StorageVolume] = {}
+    for r in resources:
+        if r.type != PERSISTENT_VOLUME:
+            continue
+        name = _text(_dig(r.inputs, "metadata", "labels", STORAGE_LABEL)) or r.name
+        csi = _dig(r.inputs, "spec", "csi") or {}
+        namespace = _text(_dig(r.inputs, "spec", "claimRef", "namespace"))
+        seen = found.get(name)
+        kind = _KIND_BY_DRIVER.get(_text(csi.get("driver")), _text(csi.get("driver")))
+        found[name] = StorageVolume(
+            name, kind, _location(kind, _text(csi.get("volumeHandle")), _dig(r.inputs, "spec", "mountOptions")),
+            "ReadOnlyMany" in (_dig(r.inputs, "spec", "accessModes") or ()),
+            tuple(sorted({*(seen.namespaces if seen else ()), *([namespace] if namespace else [])})))
+    return tuple(sorted(found.values(), key=lambda v: v.name))
+
+
+def _location(kind: str, handle: str, options: Any) -> str:
+    """Where a volume's data lives: a bucket (and its folder), else the driver's handle of the instance or disk."""
+    if kind != "gcs":
+        return handle.split(":")[0]  # Lustre's handles end in :<namespace>
+    folder = next((str(o).partition("=")[2] for o in options or () if str(o).startswith("only-dir=")), "")
+    return f"gs://{handle}/{folder}" if folder else f"gs://{handle}"
+
+
+def grant_of(resource_type: str, name: str, inputs: Mapping[str, Any]) -> Grant | None:
+    """The grant a BucketIAMMember or projects IAMMember makes; None for other resources."""
+    if resource_type == BUCKET_GRANT:
+        target = f"bucket {_text(inputs.get('bucket'))}"
+    elif resource_type == PROJECT_GRANT:
+        target = f"project {_text(inputs.get('project'))}"
+    else:
+        return None
+    return Grant(_text(inputs.get("member")), _text(inputs.get("role")), target, name)
+
+
+def _grants(resources: Sequence[PlannedResource]) -> tuple[Grant, ...]:
+    grants = (grant_of(r.type, r.name, r.inputs) for r in resources)
+    return tuple(sorted((g for g in grants if g is not None), key=lambda g: (g.member, g.target, g.role)))
+
+
+def _autoprovisioning(resources: Sequence[PlannedResource]) -> tuple[tuple[str, int], ...]:
+    for r in resources:
+        autoscaling = r.inputs.get("clusterAutoscaling") if r.type == CLUSTER else None
+        if isinstance(autoscaling, Mapping) and autoscaling.get("enabled"):
+            return tuple((_text(limit.get("resourceType")), limit.get("maximum"))
+                         for limit in autoscaling.get("resourceLimits") or () if isinstance(limit, Mapping))
+    return ()
+
+
+def dashboard_title(inputs: Mapping[str, Any]) -> str:
+    body = inputs.get("dashboardJson")
+    try:
+        title = json.loads(body).get("displayName") if isinstance(body, str) else None
+    except (ValueError, AttributeError):
+        title = None
+    return _text(title) or "(untitled)"
+
+
 def config_objects(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(kind, name) of each object a ConfigGroup applies, `namespace/name` when namespaced."""
     found = []
@@ -369,6 +495,8 @@ def summarize(plan: Plan) -> FleetSummary:
         resource_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         config_objects=tuple(sorted((r.name, kind, name) for r in items if r.type == CONFIG_GROUP
                                     for kind, name in config_objects(r.inputs))),
+        storage=_storage(items), grants=_grants(items), autoprovisioning=_autoprovisioning(items),
+        dashboards=tuple(sorted(dashboard_title(r.inputs) for r in items if r.type == DASHBOARD)),
     )
 
 
@@ -416,12 +544,24 @@ def key_properties(resource_type: str, inputs: Mapping[str, Any]) -> list[tuple[
         return [("objects", ", ".join(f"{kind}/{name}" for kind, name in config_objects(inputs)))]
     if resource_type == CLUSTER:
         channel = _dig(inputs, "releaseChannel", "channel")
-        return [(label, _text(value)) for label, value in
-                (("location", inputs.get("location")), ("release channel", channel),
-                 ("deletion protection", inputs.get("deletionProtection"))) if value is not None]
+        props = [(label, _text(value)) for label, value in
+                 (("location", inputs.get("location")), ("release channel", channel),
+                  ("deletion protection", inputs.get("deletionProtection"))) if value is not None]
+        if limits := _autoprovisioning([PlannedResource(urn="", type=CLUSTER, name="", inputs=dict(inputs))]):
+            props.append(("node auto-provisioning", ", ".join(f"{kind} <= {most}" for kind, most in limits)))
+        return props
     if resource_type == RESERVATION:
         return [("machine type", _text(_dig(inputs, "specificReservation", "instanceProperties", "machineType"))),
                 ("VMs", _text(_dig(inputs, "specificReservation", "count"))), ("zone", _text(inputs.get("zone")))]
+    if (grant := grant_of(resource_type, "", inputs)) is not None:
+        return [("role", grant.role), ("on", grant.target), ("member", grant.member)]
+    if resource_type == DASHBOARD:
+        return [("title", dashboard_title(inputs))]
+    if resource_type == PERSISTENT_VOLUME:
+        csi = _dig(inputs, "spec", "csi") or {}
+        return [("driver", _text(csi.get("driver"))), ("handle", _text(csi.get("volumeHandle"))),
+                ("access", ", ".join(_text(m) for m in _dig(inputs, "spec", "accessModes") or ())),
+                ("claim", "/".join(_text(_dig(inputs, "spec", "claimRef", k)) for k in ("namespace", "name")))]
     if resource_type == JOBSET:
         jobs = _dig(inputs, "spec", "replicatedJobs") or ()
         return [("jobs", ", ".join(f"{j.get('name')} x{j.get('replicas', 1)}" for j in jobs))]

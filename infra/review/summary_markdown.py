@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total
+from tpuplane.infra.review.cost import PriceTable, fleet_cost, group_cost, money_range, total
 from tpuplane.infra.review.summary import FleetSummary
 
 
@@ -27,13 +27,8 @@ def _table(header: tuple[str, ...], rows: list[tuple[object, ...]], right: int =
 
 
 def pool_rows(summary: FleetSummary, prices: PriceTable) -> list[tuple[object, ...]]:
-    rows: list[tuple[object, ...]] = []
-    for g in summary.pool_groups:
-        rate = prices.rate(g.generation, g.capacity)
-        monthly = None if rate is None else g.chips * prices.hours_per_month * rate
-        rows.append((code(g.name), g.tpu_type, g.machine_type, g.capacity, g.reservation or "-", g.slices, g.vms,
-                     g.chips, money(monthly, prices.currency)))
-    return rows
+    return [(code(g.name), g.tpu_type, g.machine_type, g.capacity, g.reservation or "-", g.slices_text, g.vms,
+             g.chips, group_cost(g, prices)) for g in summary.pool_groups]
 
 
 def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "####") -> list[str]:
@@ -44,10 +39,12 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
                          "Chips", "Est. monthly"), pool_rows(summary, prices), right=4)
         costs = fleet_cost(summary, prices)
         lines += ["", *_table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly"),
-                              [(c.generation, c.capacity, c.chips, f"{c.chip_hours:,.0f}",
-                                money(c.monthly, prices.currency)) for c in costs], right=3),
+                              [(c.generation, c.capacity, f"{c.min_chips}-{c.chips}" if c.scales else c.chips,
+                                f"{c.chip_hours:,.0f}", money_range(c.monthly_min, c.monthly, prices.currency))
+                               for c in costs], right=3),
                   "", f"**{sum(summary.chips_by_generation().values())} TPU chips, est. "
-                      f"{money(total(costs), prices.currency)}/month.** _{prices.note}_"]
+                      f"{money_range(total(costs, minimum=True), total(costs), prices.currency)}/month.** "
+                      f"_{cell(prices.note)}_"]
     else:
         lines.append("No TPU node pools.")
     if summary.cpu_pools:
@@ -60,6 +57,19 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
               ", ".join(f"{x.resource}={x.nominal}" + (f" (+{x.borrowing_limit})" if x.borrowing_limit else "")
                         for x in q.quotas if x.flavor == flavor),
               ", ".join(q.local_queues) or "-") for q in summary.queues for flavor in q.flavors])]
+    if summary.autoprovisioning:
+        lines += ["", "Node auto-provisioning: " + ", ".join(f"{code(kind)} up to {most}"
+                                                            for kind, most in summary.autoprovisioning)]
+    if summary.storage:
+        lines += ["", f"{heading} Storage", "", *_table(
+            ("Storage", "Kind", "Location", "Access", "Namespaces"),
+            [(code(v.name), v.kind, code(v.location), "read-only" if v.read_only else "read-write",
+              ", ".join(v.namespaces)) for v in summary.storage])]
+    if summary.grants:
+        lines += ["", f"{heading} IAM grants", "", *_table(
+            ("Member", "Role", "On"), [(code(g.member), code(g.role), code(g.target)) for g in summary.grants])]
+    if summary.dashboards:
+        lines += ["", "Dashboards: " + ", ".join(code(title) for title in summary.dashboards)]
     if summary.pathways or summary.sidecar_images:
         lines += ["", f"{heading} Pathways", ""]
         lines += [f"- service {code(s.namespace + '/' + s.name)}: {s.instances} x {code(s.instance_type)}, "
@@ -88,7 +98,7 @@ def mermaid(summary: FleetSummary) -> list[str]:
     root = _node_id("cluster", summary.cluster or summary.stack)
     lines.append(f'  {root}["cluster {_label(summary.cluster or summary.stack)}"]')
     for g in summary.pool_groups:
-        lines.append(f'  {_node_id("pool", g.name)}["{_label(g.name)}<br/>{g.slices} x {g.tpu_type}<br/>'
+        lines.append(f'  {_node_id("pool", g.name)}["{_label(g.name)}<br/>{g.slices_text} x {g.tpu_type}<br/>'
                      f'{g.chips} chips, {g.capacity}"]')
         lines.append(f'  {root} --> {_node_id("pool", g.name)}')
     for c in summary.cpu_pools:
