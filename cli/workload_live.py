@@ -625,6 +625,8 @@ def wait_command(
 ) -> None:
     """Wait until the workload is admitted, running or finished. Exit 0 when it is, 125 when it ended in another
     state (failed, or deleted), 124 on timeout, 2 on bad input."""
+    from tpuplane.runtime.kube import ApiUnreachable
+
     err = console(stderr=True)
     try:
         seconds = parse_duration(timeout, "--timeout")
@@ -636,9 +638,21 @@ def wait_command(
         where = _namespace(kube, namespace)
         _get_jobset(kube, where, checked_name(name, "NAME"))  # a name that does not exist is bad input, not a wait
         last = None
+
+        def timed_out(text: str) -> typer.Exit:
+            err.print(f"timed out after {timeout.strip()} waiting for {one_line(name)} to be "
+                      f"{wait_for.value}: it is {one_line(text)}. Hint: `tpuplane workload why {one_line(name)}`")
+            return typer.Exit(EXIT_TIMED_OUT)
+
         with err.status(f"waiting for {one_line(name)} to be {wait_for.value}") as spinner:
             while True:
-                standing = _standing_now(kube, where, name, max(0.05, deadline - time.monotonic()))
+                try:
+                    standing = _standing_now(kube, where, name, max(0.05, deadline - time.monotonic()))
+                except ApiUnreachable:
+                    # The last reads get only what is left of --timeout: a server slower than that is a timeout.
+                    if time.monotonic() < deadline:
+                        raise
+                    raise timed_out(last or "not read again") from None
                 waited = human_duration(time.monotonic() - start)
                 if standing is None:
                     err.print(f"{one_line(name)} was deleted after {waited}")
@@ -657,10 +671,7 @@ def wait_command(
                     last = text
                 spinner.update(f"waiting for {one_line(name)} to be {wait_for.value}: {one_line(text)}, {waited}")
                 if time.monotonic() >= deadline:
-                    err.print(f"timed out after {human_duration(seconds)} waiting for {one_line(name)} to be "
-                              f"{wait_for.value}: it is {one_line(text)}. Hint: `tpuplane workload why "
-                              f"{one_line(name)}`")
-                    raise typer.Exit(EXIT_TIMED_OUT)
+                    raise timed_out(text)
                 time.sleep(max(0.0, min(WAIT_POLL_SECONDS, deadline - time.monotonic())))
 
 

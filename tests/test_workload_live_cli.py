@@ -417,17 +417,34 @@ def test_wait_times_out_with_exit_124_and_says_where_it_is(world):
                       "--kubeconfig", str(world.kubeconfig))
 
     assert result.exit_code == 124
-    assert "timed out after 0s waiting for a-big to be running: it is pending (WaitingForQuota)" in result.stderr
+    assert "timed out after 0.2s waiting for a-big to be running: it is pending (WaitingForQuota)" in result.stderr
+
+
+def test_wait_on_a_server_slower_than_what_is_left_of_the_timeout_still_times_out(world):
+    """The last reads get only what is left of --timeout: a remote server slower than that ends in 124, not in
+    'unreachable' (exit 2)."""
+    world.latency = 0.3
+
+    result = tpuplane("workload", "wait", "a-big", "--for", "running", "--timeout", "1s",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 124, result.output
+    assert "timed out after 1s waiting for a-big to be running" in result.stderr
+
+
+def test_wait_still_pending_at_the_timeout_exits_124(world):
+    result = tpuplane("workload", "wait", "a-big", "--for", "admitted", "--timeout", "2s",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 124  # a-big never gets admitted on the stand-in
 
 
 def test_wait_reached_exits_0(world):
-    result = tpuplane("workload", "wait", "a-big", "--for", "admitted", "--timeout", "5s",
-                      "--kubeconfig", str(world.kubeconfig))
-
-    assert result.exit_code == 124  # still pending: a-big never gets admitted on the stand-in
     world.serve(f"{JOBSETS}/a-train", rk.jobset("a-train", "team-a", queue="team-a", ready=2))
+
     result = tpuplane("workload", "wait", "a-train", "--for", "admitted", "--timeout", "5s",
                       "--kubeconfig", str(world.kubeconfig))
+
     assert result.exit_code == 0, result.output
     assert "a-train is running" in result.stderr
 
