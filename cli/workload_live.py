@@ -444,14 +444,6 @@ def _existing(kube: "BatchApi", jobset: dict[str, Any]) -> dict[str, Any] | None
         raise
 
 
-def _same_trial(existing: dict[str, Any], jobset: dict[str, Any]) -> bool:
-    """Is the existing JobSet the same experiment trial (same name, same parameters by construction)?"""
-    from tpuplane.infra.batch.experiments import EXPERIMENT_LABEL, TRIAL_LABEL
-
-    mine, theirs = jobset["metadata"].get("labels") or {}, (existing.get("metadata") or {}).get("labels") or {}
-    return bool(mine.get(TRIAL_LABEL)) and all(mine.get(k) == theirs.get(k) for k in (EXPERIMENT_LABEL, TRIAL_LABEL))
-
-
 def _stack(stack: Optional[str], config: Optional[Path], project_dir: Path) -> Any:
     from tpuplane.cli.workload import _stack_config
 
@@ -474,6 +466,7 @@ def submit_command(
 ) -> None:
     """Check, then create the JobSets (server-side apply, field manager tpuplane). An experiment submits every
     trial, labelled so `list`/`delete --experiment` find them; a name that exists is never changed."""
+    from tpuplane.infra.batch.experiments import same_trial
     from tpuplane.runtime.batch_api import JOBSETS
 
     err = console(stderr=True)
@@ -499,8 +492,15 @@ def submit_command(
             where = f"{jobset['metadata']['namespace']}/{jobset['metadata']['name']}"
             existing = _existing(kube, jobset)
             if existing is not None:
-                if _same_trial(existing, jobset):
+                trial = same_trial(existing, jobset)
+                if trial:
                     err.print(f"{one_line(where)}: already submitted (same trial), left as it is")
+                    continue
+                if trial is False:
+                    err.print(f"[red]x[/] {one_line(where)}: this trial was submitted with another spec (the "
+                              "experiment changed since), left as it is. Delete the experiment's JobSets first "
+                              "(`tpuplane workload delete --experiment NAME`), or give the experiment a new name")
+                    status = EXIT_FAILED
                     continue
                 err.print(f"[red]x[/] {one_line(where)}: a JobSet of that name exists, and its spec cannot be "
                           "changed. Delete it first (`tpuplane workload delete`), or pick another name")

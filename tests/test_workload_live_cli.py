@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 import recorded_kueue as rk
 from standin_api import not_found, object_list, standin_api, status, write_kubeconfig
 from tpuplane.cli.main import app
+from tpuplane.infra.batch.workload import DEFAULT_TTL
 from tpuplane.infra.batch.workload_state import LIST_SCHEMA
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets"
@@ -333,6 +334,7 @@ def test_submit_an_experiment_skips_trials_already_there(world, tmp_path):
     from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
 
     spec = {"name": "lr", "queue": "team-a", "namespace": "team-a", "grid": {"lr": [0.1, 0.2]},
+            "ttlSecondsAfterFinished": DEFAULT_TTL,  # as submit renders it
             "jobs": [{"tpuType": "v6e-16", "image": "img:1", "command": "python train.py"}]}
     import yaml
 
@@ -348,6 +350,27 @@ def test_submit_an_experiment_skips_trials_already_there(world, tmp_path):
     assert result.exit_code == 0, result.output
     assert f"{first['metadata']['name']}: already submitted (same trial)" in result.stderr
     assert [r.path.rsplit("/", 1)[1] for r in world.requests if r.method == "PATCH"] == [second_name]
+
+
+def test_submit_refuses_a_trial_whose_experiment_changed_since_it_was_submitted(world, tmp_path):
+    """A trial's name hashes its parameters only: an edited template (here the image) is the same name, another
+    spec, which a resubmit must not silently skip."""
+    from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
+    import yaml
+
+    spec = {"name": "lr", "queue": "team-a", "namespace": "team-a", "grid": {"lr": [0.1]},
+            "ttlSecondsAfterFinished": DEFAULT_TTL,
+            "jobs": [{"tpuType": "v6e-16", "image": "img:1", "command": "python train.py"}]}
+    (submitted,) = render_experiment(ExperimentSpec.model_validate(spec))
+    world.serve(f"{JOBSETS}/{submitted['metadata']['name']}", submitted)
+    spec["jobs"][0]["image"] = "img:2"
+    (tmp_path / "lr.yaml").write_text(yaml.safe_dump(spec))
+
+    result = tpuplane("experiment", "submit", str(tmp_path / "lr.yaml"), "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 1
+    assert f"{submitted['metadata']['name']}: this trial was submitted with another spec" in result.stderr
+    assert [r for r in world.requests if r.method == "PATCH"] == []
 
 
 # ---------------------------------------------------------------------------------------------------------------
