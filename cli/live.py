@@ -6,7 +6,8 @@ kubectl's default is no limit), `-n/--namespace`. Each request gives up after th
 unreachable or stalled API server costs at most that long. The failures a user can fix each get their own line:
 - an API server that does not answer (refused, timed out, unknown host, TLS);
 - credentials it rejects (401: missing, wrong or expired);
-- RBAC `forbidden` (403), quoting what was refused;
+- RBAC `forbidden` (403), quoting what was refused (an admission webhook's denial, which controller-runtime's
+  webhooks also send as 403, is told apart: the object is refused, with the webhook's words);
 - a resource type it does not serve (404 on a list: the Kueue or JobSet CRDs are not installed);
 - a kubeconfig that is missing or broken, or a context it does not have.
 The commands' own decisions live in `tpuplane.infra.batch`; this module only connects and reports.
@@ -140,6 +141,9 @@ def api_failure(kube: "BatchApi | None", error: "ApiCallFailed") -> tuple[str, i
         return (f"the Kubernetes API server{server} rejected the credentials (401 Unauthorized): they are missing, "
                 "wrong or expired. Hint: refresh them, e.g. `gcloud container clusters get-credentials CLUSTER "
                 "--location LOCATION`, or pick another --context", EXIT_BAD_INPUT)
+    if error.status == 403 and error.message.startswith("admission webhook "):
+        # controller-runtime webhooks (Kueue's, JobSet's) deny with 403: the object is refused, not the user
+        return f"{error.what}: the API server refused it: {error.message}", EXIT_BAD_INPUT
     if error.status == 403:
         return (f"forbidden: {error.message or error.what}. Hint: ask a cluster admin for this RBAC permission, or "
                 "use a --context that has it", EXIT_BAD_INPUT)
@@ -176,9 +180,11 @@ def cluster(context: Optional[str], kubeconfig: Optional[str], request_timeout: 
 
 
 def console(stderr: bool = False) -> Console:
-    """Tables at the terminal's width, or 160 columns into a pipe or file."""
+    """Tables at the terminal's width, or 160 columns into a pipe or file; a line of text is never broken (one
+    line per message, for grep), whatever its length."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, emoji=False, highlight=False, width=None if stream.isatty() else 160)
+    return Console(stderr=stderr, emoji=False, highlight=False, soft_wrap=True,
+                   width=None if stream.isatty() else 160)
 
 
 def _redacted(value: object) -> object:

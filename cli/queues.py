@@ -72,6 +72,9 @@ def queues_command(
             local_queues = kube.list_objects(LOCAL_QUEUES, namespace)
             note = f"LocalQueues of namespace {namespace} only: listing every namespace is forbidden"
     book = QueueBook(cluster_queues, local_queues)
+    covered = sorted({r for q in book.cluster_queues.values() for _, r in q.quotas})
+    if covered and resource not in covered:
+        fail(f"--resource: got {resource!r}; allowed: a resource the ClusterQueues cover: {', '.join(covered)}")
     chosen = None
     if team is not None:
         if team not in book.cluster_queues:

@@ -27,6 +27,7 @@ from tpuplane.infra.stack import StackConfig, load_stack_config
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.batch.experiments import load_experiment, render_experiment
 from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
+from tpuplane.infra.pathways.job import PathwaysJobOptions, proxy_address, service_defaults
 
 from tpuplane.cli import EXIT_BAD_INPUT
 
@@ -81,7 +82,7 @@ def _check_schedule(jobsets: list[dict[str, Any]], cfg: StackConfig | None) -> N
         return
     from tpuplane.infra.batch.schedule_check import schedule_problems
 
-    problems = schedule_problems(jobsets, cfg.tpu_pools, cfg.batch)
+    problems = schedule_problems(jobsets, cfg.tpu_pools, cfg.batch, cfg.storage)
     if problems:
         raise ConfigError(problems)
 
@@ -99,8 +100,10 @@ def _model_error(exc: ValidationError) -> ConfigError:
 @app.command("render")
 def render_command(
     tpu_type: str = typer.Option(..., "--tpu-type", help="e.g. v6e-16, v5p-128 (see `tpuplane catalog`)."),
-    image: str = typer.Option(..., "--image", help="Container image of the program."),
-    command: str = typer.Option(..., "--command", help="Shell command run on every VM, e.g. 'python train.py'."),
+    image: Optional[str] = typer.Option(None, "--image", help="Container image of the program (required, but with "
+                                        "--pathways --headless)."),
+    command: Optional[str] = typer.Option(None, "--command", help="Shell command run on every VM, e.g. 'python "
+                                          "train.py' (with --pathways: once, beside the Pathways head)."),
     slices: int = typer.Option(1, "--slices", help="Number of slices (each takes a whole node pool)."),
     name: Optional[str] = typer.Option(None, "--name", help="JobSet name (default <tpu-type>-x<slices>)."),
     queue: Optional[str] = typer.Option(None, "--queue", help="LocalQueue (default: multislice-queue)."),
@@ -110,30 +113,73 @@ def render_command(
     capacity: Capacity = typer.Option(Capacity.ON_DEMAND, "--capacity", help="How the workload's pools get VMs."),
     machine_type: Optional[str] = typer.Option(None, "--machine-type", help="Host machine for 2x4 shapes."),
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
+    mount: list[str] = typer.Option([], "--mount", help="NAME:/path[:ro]: a storage of the stack (tpuplane:storage) "
+                                    "mounted in every TPU container; repeatable. Needs --stack or --config."),
     max_restarts: int = typer.Option(0, "--max-restarts", help="JobSet restarts on retryable exit codes."),
     restart_on_exit_codes: list[int] = typer.Option([], "--restart-on-exit-code", help="Also retry on this code."),
     ttl: int = typer.Option(DEFAULT_TTL, "--ttl-seconds-after-finished", help="Keep the finished JobSet this long."),
+    pathways: bool = typer.Option(False, "--pathways", help="A per-job Pathways cluster: the slices run Pathways "
+                                  "workers, the program runs beside the job's own resource manager and proxy "
+                                  "(xpk workload create-pathways)."),
+    headless: bool = typer.Option(False, "--headless", help="With --pathways: no program, clients connect to the "
+                                  "proxy (port 29000)."),
+    sidecar_image: Optional[str] = typer.Option(None, "--sidecar-image", help="With --pathways: a colocated-Python "
+                                                "sidecar on every worker."),
+    gcs_scratch: Optional[str] = typer.Option(None, "--gcs-scratch", help="With --pathways: gs://bucket[/folder] "
+                                              "for the job's scratch (default: a folder of the stack's Pathways "
+                                              "bucket)."),
+    jax_version: Optional[str] = typer.Option(None, "--jax-version", help="With --pathways: the JAX release of the "
+                                              "server and proxy images (default: the stack's Pathways service's)."),
     stack: Optional[str] = _STACK,
     config: Optional[Path] = _CONFIG,
     project_dir: Path = _PROJECT,
 ) -> None:
-    """Print the JobSet of one TPU workload."""
+    """Print the JobSet of one TPU workload (with --pathways, of a per-job Pathways cluster)."""
     try:
+        for option, value in (("--image", image), ("--command", command)):
+            if value is None and not (pathways and headless):
+                raise ConfigError.at(option, None, "a value: this option is required",
+                                     "only a headless Pathways cluster (--pathways --headless) runs no program")
         try:
             job = TpuJob(tpu_type=tpu_type, machine_type=machine_type, slices=slices, capacity=capacity.value,
                          image=image, command=command, env=parse_env_pairs(env))
             spec = TpuWorkloadSpec(name=name or f"{tpu_type}-x{slices}", jobs=[job], queue=queue,
                                    namespace=namespace, priority=priority,
                                    max_restarts=max_restarts, restart_on_exit_codes=restart_on_exit_codes,
-                                   ttl_seconds_after_finished=ttl)
+                                   ttl_seconds_after_finished=ttl, mounts=mount,
+                                   pathways=PathwaysJobOptions(headless=headless, sidecar_image=sidecar_image,
+                                                               gcs_scratch=gcs_scratch, jax_version=jax_version)
+                                   if pathways else None)
         except ValidationError as exc:
             raise _model_error(exc) from None
+        _only_with_pathways(pathways, headless=headless, sidecar_image=sidecar_image, gcs_scratch=gcs_scratch,
+                            jax_version=jax_version)
         cfg = _stack_config(stack, config, project_dir)
-        jobset = render_tpu_jobset(spec, cfg.batch if cfg else None)
+        spec = on_stack_service(spec, cfg)
+        jobset = render_tpu_jobset(spec, cfg.batch if cfg else None, storage=cfg.storage if cfg else None)
         _check_schedule([jobset], cfg)
         _print_yaml([jobset])
+        if pathways and headless:  # where its clients connect, as xpk says after create-pathways
+            meta = jobset["metadata"]
+            Console(stderr=True, emoji=False).print(
+                f"note: clients reach the proxy at {escape(proxy_address(meta['name'], meta['namespace']))}",
+                highlight=False, soft_wrap=True)
     except ConfigError as exc:
         _fail(exc)
+
+
+def _only_with_pathways(pathways: bool, **options: object) -> None:
+    given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value]
+    if given and not pathways:
+        raise ConfigError.at(given[0], options[given[0][2:].replace("-", "_")], "only with --pathways",
+                             "these options describe a per-job Pathways cluster")
+
+
+def on_stack_service(spec: Any, cfg: StackConfig | None) -> Any:
+    """A Pathways workload on a stack with a Shared Pathways Service takes what it leaves out from the service."""
+    if spec.pathways is None or cfg is None:
+        return spec
+    return spec.model_copy(update={"pathways": service_defaults(spec.pathways, cfg.pathways, spec.name)})
 
 
 class CheckFormat(str, Enum):
@@ -162,7 +208,7 @@ def check_command(
         if not documents or not all(isinstance(d, dict) for d in documents):
             raise ConfigError.at(source, f"{len(documents)} document(s)", "one or more JobSet or Job objects",
                                  "pass the YAML you would `kubectl apply -f`")
-        facts = stack_facts(cfg.tpu_pools, cfg.batch)
+        facts = stack_facts(cfg.tpu_pools, cfg.batch, cfg.storage)
         results = [check_workload(doc, facts) for doc in documents]
     except ConfigError as exc:
         _fail(exc)
@@ -208,7 +254,8 @@ def experiment_render_command(
         if experiment.ttl_seconds_after_finished is None:
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
         cfg = _stack_config(stack, config, project_dir)
-        jobsets = render_experiment(experiment, cfg.batch if cfg else None)
+        experiment = on_stack_service(experiment, cfg)
+        jobsets = render_experiment(experiment, cfg.batch if cfg else None, storage=cfg.storage if cfg else None)
         _check_schedule(jobsets, cfg)
         # Trials differ only in their id (one length for all) and their parameters, passed as args and env
         # values, which any string satisfies: the first and last JobSet stand for all (checking 1,000 takes 10 s).

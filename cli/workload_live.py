@@ -183,10 +183,14 @@ def _live_check(kube: "BatchApi", jobset: dict[str, Any], flavors: list, cluster
     """The scheduling check on the cluster's queues and nodes, when the nodes can be read (None otherwise)."""
     from tpuplane.infra.batch.cluster_facts import as_manifest, cluster_facts
 
+    from tpuplane.runtime.batch_api import PRIORITY_CLASSES
+
     nodes = optional_read(kube.list_nodes, None)
     if nodes is None:
         return None, ()
-    facts = cluster_facts(flavors, cluster_queues, local_queues, nodes)
+    facts = cluster_facts(flavors, cluster_queues, local_queues, nodes,
+                          optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None),
+                          optional_read(kube.list_claims, None))
     try:
         return _check(as_manifest(jobset), facts), facts.pools
     except (ConfigError, ImportError):  # a JobSet the check cannot read, or no infra extra: no check
@@ -239,14 +243,14 @@ def _read_workload(kube: "BatchApi", namespace: str, name: str) -> _Read:
               for c in optional_read(lambda: kube.list_objects(ADMISSION_CHECKS), []) if c.get("metadata")}
     events = workload_events(optional_read(lambda: kube.namespace_events(namespace), []), jobset, workload, pods)
     facts = WorkloadFacts(jobset=jobset, workload=workload, pods=pods,
-                          book=QueueBook(cluster_queues, local_queues) if cluster_queues else None,
+                          book=QueueBook(cluster_queues, local_queues),
                           workloads=everyone, admission_checks=checks, check=check, pools=pools)
     return _Read(facts, row, events)
 
 
 def _print_reasons(out: Console, reasons: Sequence["Reason"]) -> None:
     for reason in reasons:
-        out.print(f"- {one_line(reason.text)}", soft_wrap=True)  # one line each, for grep
+        out.print(f"- {one_line(reason.text)}")
 
 
 def _print_status(read: _Read, reasons: Sequence["Reason"]) -> None:
@@ -362,7 +366,10 @@ def _jobsets_to_submit(file: str, cfg: Any) -> list[dict[str, Any]]:
         experiment = read_experiment(documents[0])
         if experiment.ttl_seconds_after_finished is None:  # kubectl users' default, as `experiment render`
             experiment = experiment.model_copy(update={"ttl_seconds_after_finished": DEFAULT_TTL})
-        return render_experiment(experiment, cfg.batch if cfg else None)
+        from tpuplane.cli.workload import on_stack_service  # a Pathways file takes the stack's service images
+
+        experiment = on_stack_service(experiment, cfg)
+        return render_experiment(experiment, cfg.batch if cfg else None, storage=cfg.storage if cfg else None)
     if not documents:
         raise ConfigError.at(file, "no YAML document", "JobSets, or a tpuplane workload or experiment file")
     for i, doc in enumerate(documents):
@@ -397,19 +404,21 @@ def _place(jobsets: list[dict[str, Any]], namespace: Optional[str], default: str
 
 def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list[str]:
     """Why `workload check` says some JobSet could never run: on the stack, or on the cluster's queues and nodes."""
-    from tpuplane.runtime.batch_api import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS
+    from tpuplane.runtime.batch_api import CLUSTER_QUEUES, LOCAL_QUEUES, PRIORITY_CLASSES, RESOURCE_FLAVORS
 
     if cfg is not None:
         from tpuplane.infra.batch.schedule_check import stack_facts
 
-        facts = stack_facts(cfg.tpu_pools, cfg.batch)
+        facts = stack_facts(cfg.tpu_pools, cfg.batch, cfg.storage)
     else:
         from tpuplane.infra.batch.cluster_facts import cluster_facts
         from tpuplane.runtime.batch_api import ApiCallFailed
 
         try:
             facts = cluster_facts(kube.list_objects(RESOURCE_FLAVORS), kube.list_objects(CLUSTER_QUEUES),
-                                  kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes())
+                                  kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes(),
+                                  optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None),
+                                  optional_read(kube.list_claims, None))
         except ApiCallFailed as error:
             if error.status != 403:
                 raise
@@ -435,14 +444,6 @@ def _existing(kube: "BatchApi", jobset: dict[str, Any]) -> dict[str, Any] | None
         raise
 
 
-def _same_trial(existing: dict[str, Any], jobset: dict[str, Any]) -> bool:
-    """Is the existing JobSet the same experiment trial (same name, same parameters by construction)?"""
-    from tpuplane.infra.batch.experiments import EXPERIMENT_LABEL, TRIAL_LABEL
-
-    mine, theirs = jobset["metadata"].get("labels") or {}, (existing.get("metadata") or {}).get("labels") or {}
-    return bool(mine.get(TRIAL_LABEL)) and all(mine.get(k) == theirs.get(k) for k in (EXPERIMENT_LABEL, TRIAL_LABEL))
-
-
 def _stack(stack: Optional[str], config: Optional[Path], project_dir: Path) -> Any:
     from tpuplane.cli.workload import _stack_config
 
@@ -465,6 +466,7 @@ def submit_command(
 ) -> None:
     """Check, then create the JobSets (server-side apply, field manager tpuplane). An experiment submits every
     trial, labelled so `list`/`delete --experiment` find them; a name that exists is never changed."""
+    from tpuplane.infra.batch.experiments import same_trial
     from tpuplane.runtime.batch_api import JOBSETS
 
     err = console(stderr=True)
@@ -490,8 +492,15 @@ def submit_command(
             where = f"{jobset['metadata']['namespace']}/{jobset['metadata']['name']}"
             existing = _existing(kube, jobset)
             if existing is not None:
-                if _same_trial(existing, jobset):
+                trial = same_trial(existing, jobset)
+                if trial:
                     err.print(f"{one_line(where)}: already submitted (same trial), left as it is")
+                    continue
+                if trial is False:
+                    err.print(f"[red]x[/] {one_line(where)}: this trial was submitted with another spec (the "
+                              "experiment changed since), left as it is. Delete the experiment's JobSets first "
+                              "(`tpuplane workload delete --experiment NAME`), or give the experiment a new name")
+                    status = EXIT_FAILED
                     continue
                 err.print(f"[red]x[/] {one_line(where)}: a JobSet of that name exists, and its spec cannot be "
                           "changed. Delete it first (`tpuplane workload delete`), or pick another name")
@@ -616,6 +625,8 @@ def wait_command(
 ) -> None:
     """Wait until the workload is admitted, running or finished. Exit 0 when it is, 125 when it ended in another
     state (failed, or deleted), 124 on timeout, 2 on bad input."""
+    from tpuplane.runtime.kube import ApiUnreachable
+
     err = console(stderr=True)
     try:
         seconds = parse_duration(timeout, "--timeout")
@@ -627,9 +638,21 @@ def wait_command(
         where = _namespace(kube, namespace)
         _get_jobset(kube, where, checked_name(name, "NAME"))  # a name that does not exist is bad input, not a wait
         last = None
+
+        def timed_out(text: str) -> typer.Exit:
+            err.print(f"timed out after {timeout.strip()} waiting for {one_line(name)} to be "
+                      f"{wait_for.value}: it is {one_line(text)}. Hint: `tpuplane workload why {one_line(name)}`")
+            return typer.Exit(EXIT_TIMED_OUT)
+
         with err.status(f"waiting for {one_line(name)} to be {wait_for.value}") as spinner:
             while True:
-                standing = _standing_now(kube, where, name, max(0.05, deadline - time.monotonic()))
+                try:
+                    standing = _standing_now(kube, where, name, max(0.05, deadline - time.monotonic()))
+                except ApiUnreachable:
+                    # The last reads get only what is left of --timeout: a server slower than that is a timeout.
+                    if time.monotonic() < deadline:
+                        raise
+                    raise timed_out(last or "not read again") from None
                 waited = human_duration(time.monotonic() - start)
                 if standing is None:
                     err.print(f"{one_line(name)} was deleted after {waited}")
@@ -648,10 +671,7 @@ def wait_command(
                     last = text
                 spinner.update(f"waiting for {one_line(name)} to be {wait_for.value}: {one_line(text)}, {waited}")
                 if time.monotonic() >= deadline:
-                    err.print(f"timed out after {human_duration(seconds)} waiting for {one_line(name)} to be "
-                              f"{wait_for.value}: it is {one_line(text)}. Hint: `tpuplane workload why "
-                              f"{one_line(name)}`")
-                    raise typer.Exit(EXIT_TIMED_OUT)
+                    raise timed_out(text)
                 time.sleep(max(0.0, min(WAIT_POLL_SECONDS, deadline - time.monotonic())))
 
 

@@ -14,12 +14,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tpuplane.components.batch import BatchStack
     from tpuplane.components.batch_args import BatchStackArgs, KueuePoolArgs, KueueTeamArgs
-    from tpuplane.components.cluster import AuthorizedNetworkArgs, CpuPoolArgs, MaintenanceExclusionArgs, TpuCluster, TpuClusterArgs
+    from tpuplane.components.cluster import (AuthorizedNetworkArgs, AutoprovisioningArgs, CpuPoolArgs,
+                                             MaintenanceExclusionArgs, TpuCluster, TpuClusterArgs)
     from tpuplane.components.janitor import ProxyJanitor, ProxyJanitorArgs
+    from tpuplane.components.monitoring import FleetDashboard, FleetDashboardArgs
     from tpuplane.components.pathways import SharedPathwaysService, SharedPathwaysServiceArgs
     from tpuplane.components.reservation import TpuReservation, TpuReservationArgs
     from tpuplane.components.sidecar_image import SidecarImage, SidecarImageArgs
-    from tpuplane.components.slice_pool import TpuSlicePool, TpuSlicePoolArgs
+    from tpuplane.components.slice_pool import SliceAutoscalingArgs, TpuSlicePool, TpuSlicePoolArgs
+    from tpuplane.components.storage import (FilestoreShareArgs, GcsBucketArgs, LustreArgs, ParallelstoreArgs,
+                                             PersistentDiskArgs, StorageVolumeArgs, TeamStorage, TeamStorageArgs,
+                                             WorkloadTeamArgs)
     from tpuplane.components.workload import ImageCache, ImageCacheArgs, TpuExperiment, TpuExperimentArgs, TpuWorkload, TpuWorkloadArgs
 
 _EXPORTS = {
@@ -28,8 +33,10 @@ _EXPORTS = {
     "CpuPoolArgs": "tpuplane.components.cluster",
     "MaintenanceExclusionArgs": "tpuplane.components.cluster",
     "AuthorizedNetworkArgs": "tpuplane.components.cluster",
+    "AutoprovisioningArgs": "tpuplane.components.cluster",
     "TpuSlicePool": "tpuplane.components.slice_pool",
     "TpuSlicePoolArgs": "tpuplane.components.slice_pool",
+    "SliceAutoscalingArgs": "tpuplane.components.slice_pool",
     "TpuReservation": "tpuplane.components.reservation",
     "TpuReservationArgs": "tpuplane.components.reservation",
     "BatchStack": "tpuplane.components.batch",
@@ -47,14 +54,20 @@ _EXPORTS = {
     "SidecarImage": "tpuplane.components.sidecar_image",
     "SidecarImageArgs": "tpuplane.components.sidecar_image",
     "ProxyJanitor": "tpuplane.components.janitor",
+    **{name: "tpuplane.components.storage" for name in (
+        "TeamStorage", "TeamStorageArgs", "StorageVolumeArgs", "WorkloadTeamArgs", "GcsBucketArgs",
+        "FilestoreShareArgs", "ParallelstoreArgs", "LustreArgs", "PersistentDiskArgs")},
     "ProxyJanitorArgs": "tpuplane.components.janitor",
+    "FleetDashboard": "tpuplane.components.monitoring",
+    "FleetDashboardArgs": "tpuplane.components.monitoring",
 }
 
 __all__ = sorted(_EXPORTS)
 
 # The components every Pulumi language gets through `pulumi package add` (PulumiPlugin.yaml, __main__.py).
 COMPONENTS = ("TpuCluster", "TpuSlicePool", "TpuReservation", "BatchStack", "TpuWorkload", "TpuExperiment",
-              "ImageCache", "SharedPathwaysService", "SidecarImage", "ProxyJanitor")
+              "ImageCache", "SharedPathwaysService", "SidecarImage", "ProxyJanitor", "TeamStorage",
+              "FleetDashboard")
 
 
 def component_classes() -> list[type]:

@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from tpuplane.components.options import child_options
 from tpuplane.infra.args import Source
+from tpuplane.infra.fleet.autoscaling import AutoprovisioningPlan
 from tpuplane.infra.fleet.cluster import (
     CLUSTER_ARGS,
     CPU_POOL_NAME,
@@ -53,6 +54,19 @@ class CpuPoolArgs(TypedDict):
     """Default 10."""
 
 
+class AutoprovisioningArgs(TypedDict):
+    """Node auto-provisioning: GKE creates node pools for pending pods within these limits, which count every node
+    of the cluster (the slice groups' too)."""
+
+    cpu: int
+    """vCPUs of all nodes together: at least what the cluster's own pools reach at their maximum."""
+    memory_gb: int
+    """GB of memory of all nodes together: at least what the cluster's own pools reach."""
+    tpu_chips: NotRequired[dict[str, int]]
+    """TPU chips per generation (v4, v5e, v5p, v6e, tpu7x), e.g. `{"v6e": 64}`; default none: NAP makes no TPU
+    pool."""
+
+
 class TpuClusterArgs(TypedDict):
     """A GKE cluster for TPU fleets: VPC-native, Dataplane V2, Workload Identity, GCS FUSE, a least-privilege node
     service account, the default pool removed and a CPU system pool."""
@@ -90,6 +104,45 @@ class TpuClusterArgs(TypedDict):
     multi_networking: NotRequired[bool]
     """GKE multi-networking, needed by TPU pools with automated accelerator networking (v6e by default); default
     false."""
+    csi_drivers: NotRequired[list[str]]
+    """The CSI drivers to turn on besides Cloud Storage FUSE (always on), by storage kind: filestore,
+    parallelstore, lustre, disk; default none. Turning on Lustre's has GKE recreate nodes that cannot mount it."""
+    autoprovisioning: NotRequired[AutoprovisioningArgs]
+    """Node auto-provisioning and its limits; default off."""
+    managed_prometheus: NotRequired[bool]
+    """Managed Service for Prometheus collection, which `FleetDashboard` reads Kueue's metrics through (default
+    false: GKE's own default applies)."""
+
+
+_ADDON_ARGS = {
+    "gcs_fuse_csi_driver_config": gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs,
+    "gcp_filestore_csi_driver_config": gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs,
+    "parallelstore_csi_driver_config": gcp.container.ClusterAddonsConfigParallelstoreCsiDriverConfigArgs,
+    "lustre_csi_driver_config": gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs,
+    "gce_persistent_disk_csi_driver_config": gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs,
+}
+
+
+def _addons(blocks: tuple[str, ...]) -> gcp.container.ClusterAddonsConfigArgs:
+    return gcp.container.ClusterAddonsConfigArgs(**{block: _ADDON_ARGS[block](enabled=True) for block in blocks})
+
+
+def _autoprovisioning(plan: AutoprovisioningPlan | None, service_account: pulumi.Input[str]
+                      ) -> gcp.container.ClusterClusterAutoscalingArgs | None:
+    """NAP's limits; the pools it makes run as the nodes' least-privilege service account, as every pool does."""
+    if plan is None:
+        return None
+    return gcp.container.ClusterClusterAutoscalingArgs(
+        enabled=True,
+        resource_limits=[gcp.container.ClusterClusterAutoscalingResourceLimitArgs(
+            resource_type=limit.resource_type, minimum=limit.minimum, maximum=limit.maximum)
+            for limit in plan.resource_limits],
+        auto_provisioning_locations=list(plan.locations),
+        autoscaling_profile=plan.autoscaling_profile,
+        auto_provisioning_defaults=gcp.container.ClusterClusterAutoscalingAutoProvisioningDefaultsArgs(
+            service_account=service_account, oauth_scopes=list(NODE_OAUTH_SCOPES),
+            management=gcp.container.ClusterClusterAutoscalingAutoProvisioningDefaultsManagementArgs(
+                auto_repair=True, auto_upgrade=True)))
 
 
 class TpuCluster(pulumi.ComponentResource):
@@ -146,8 +199,11 @@ class TpuCluster(pulumi.ComponentResource):
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=plan.multi_networking or None,  # Dataplane V2 above is its prerequisite
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(workload_pool=plan.workload_pool),
-            addons_config=gcp.container.ClusterAddonsConfigArgs(
-                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)),
+            addons_config=_addons(plan.addons),
+            cluster_autoscaling=_autoprovisioning(plan.autoprovisioning, self.node_service_account.email),
+            monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
+                managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True))
+            if plan.managed_prometheus else None,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=c.release_channel),
             min_master_version=c.min_master_version,
             maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(

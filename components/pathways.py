@@ -120,7 +120,7 @@ class SharedPathwaysService(pulumi.ComponentResource):
             return render_pathways_service_jobset(
                 plan.name, spec=plan.spec, slices=plan.slices, capacity=plan.capacity, server_image=plan.server_image,
                 gcs_scratch_location=plan.gcs_scratch_location, cpu_pool=pw.cpu_pool_name, node_pools=plan.node_pools,
-                placement_policy=plan.placement_policy, sidecar_image=sidecar)
+                placement_policy=plan.placement_policy, sidecar_image=sidecar, slice_group=pw.pool.name)
 
         manifest = render(None)
         if sidecar_image is not None:

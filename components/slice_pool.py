@@ -43,7 +43,7 @@ def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: s
         location=location,
         node_locations=[zone],
         node_count=plan.node_count,
-        initial_node_count=0 if plan.autoscaling else None,
+        initial_node_count=plan.autoscaling.initial_node_count if plan.autoscaling else None,
         autoscaling=gcp.container.NodePoolAutoscalingArgs(
             min_node_count=plan.autoscaling.min_node_count, max_node_count=plan.autoscaling.max_node_count,
             location_policy=plan.autoscaling.location_policy) if plan.autoscaling else None,
@@ -80,6 +80,16 @@ def _node_pool_args(plan: SlicePoolPlan, *, project: str, location: str, zone: s
     )
 
 
+class SliceAutoscalingArgs(TypedDict):
+    """A group that scales: `max_slices` node pools, each between no node and its whole slice (GKE scales a
+    multi-host slice as one), the first `min_slices` held at full size. Kueue's quota follows `max_slices`."""
+
+    min_slices: int
+    """Slices always there (0: the group scales from zero)."""
+    max_slices: int
+    """The group's node pools: the most slices it scales to."""
+
+
 class TpuSlicePoolArgs(TypedDict):
     """One group of identical TPU slices on a GKE cluster: tpuplane's `TpuCluster`, or one that exists already
     (made by your own Terraform or Pulumi), given by name and location. One node pool per slice, `<group>-<i>`."""
@@ -98,7 +108,7 @@ class TpuSlicePoolArgs(TypedDict):
     """The cluster's name as plain text, for names derived from it (tpu7/tpu7x workload policies); needed only
     when `cluster` is an Output."""
     slices: NotRequired[int]
-    """How many slices, each its own node pool (default 1)."""
+    """How many slices, each its own node pool (default 1; with `autoscaling`, its maximum)."""
     capacity: NotRequired[str]
     """on-demand (default), reservation, spot, flex-start or queued."""
     reservation: NotRequired[pulumi.Input[str]]
@@ -125,6 +135,9 @@ class TpuSlicePoolArgs(TypedDict):
     """The first slices, held outside Kueue by `dedicated_owner` (a Shared Pathways Service); default 0."""
     dedicated_owner: NotRequired[str]
     """The service that holds `dedicated_slices`: its name labels and taints those pools."""
+    autoscaling: NotRequired[SliceAutoscalingArgs]
+    """Scale the group between `min_slices` and `max_slices` (on-demand, spot and reservation groups; flex-start
+    and queued groups scale from zero already); default: a fixed size."""
 
 
 _SOURCE = Source.args(POOL_ARGS, SlicePoolSpec)

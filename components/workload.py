@@ -16,6 +16,7 @@ from typing import Any, NotRequired, Optional, TypedDict
 import pulumi
 
 from tpuplane.components.batch_args import BatchStackArgs
+from tpuplane.components.storage import TeamStorageArgs
 from tpuplane.components.manifests import manifest_resource
 from tpuplane.components.options import child_options
 from tpuplane.infra.args import Source
@@ -29,9 +30,13 @@ class TpuWorkloadArgs(TypedDict):
     """One TPU workload (a JobSet), checked against the pools and queues of a `BatchStack`."""
 
     workload: dict[str, Any]
-    """The workload as a workload file spells it: name, jobs (tpuType, slices, image, command, ...), queue, ..."""
+    """The workload as a workload file spells it: name, jobs (tpuType, slices, image, command, ...), queue, mounts,
+    pathways, ..."""
     batch: NotRequired[BatchStackArgs]
     """The Args of the cluster's `BatchStack`: the workload must fit its pools, queues and quotas."""
+    storage: NotRequired[TeamStorageArgs]
+    """The Args of the cluster's `TeamStorage` (`TeamStorage(...).args`): the workload's mounts must name its
+    storage, and its pods run as their team's service account."""
 
 
 class TpuExperimentArgs(TypedDict):
@@ -41,6 +46,8 @@ class TpuExperimentArgs(TypedDict):
     """The experiment as an experiment file spells it: a workload plus `grid` or `trials`."""
     batch: NotRequired[BatchStackArgs]
     """The Args of the cluster's `BatchStack`: every trial must fit its pools, queues and quotas."""
+    storage: NotRequired[TeamStorageArgs]
+    """The Args of the cluster's `TeamStorage`: every trial's mounts must name its storage."""
 
 
 class ImageCacheArgs(TypedDict):

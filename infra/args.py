@@ -155,8 +155,8 @@ def _join(path: str, key: str) -> str:
 
 def _unknown_key(source: Source, key: str, value: object, keys: Mapping[str, str]) -> Problem:
     if source.stack:
-        return Problem(_join(source.root, key), value,
-                       "no such key: check the spelling against docs/reference/stack-config.md")
+        return Problem(_join(source.root, key), value, f"no such key; the keys here are {', '.join(sorted(keys))}",
+                       "check the spelling against docs/reference/stack-config.md")
     return unknown_field(source.root, key, value, keys)
 
 

@@ -4,8 +4,9 @@ between sections, once.
 `gcp:project` and `gcp:region` are read first; `tpuplane:cluster` is read as `TpuClusterArgs` with them; each
 `tpuplane:tpuPools` entry as `TpuSlicePoolArgs` on that cluster; each `tpuplane:reservations` entry as
 `TpuReservationArgs` in its zone; `tpuplane:pathways` as `SharedPathwaysServiceArgs` on the pool group it names;
-`tpuplane:kueue` as `BatchStackArgs` over the pools (less the service's slices); then the rules that span
-sections (node limit, unique names, reservation fit) run once. Every section reports its own problems in the
+`tpuplane:kueue` as `BatchStackArgs` over the pools (less the service's slices); `tpuplane:storage` as
+`TeamStorageArgs` over the Kueue teams and `tpuplane:dashboard` as `FleetDashboardArgs`; then the rules that span
+sections (node limit, unique names, reservation fit, node auto-provisioning's limits) run once. Every section reports its own problems in the
 user's spelling; one `ConfigError` lists them all. What comes out is each component's Args, already read: the
 program hands them to the components, which do not read them again.
 """
@@ -23,18 +24,28 @@ from tpuplane.infra.args import Source, read
 from tpuplane.infra.batch.args import platform_problems
 from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.errors import ConfigError, Problem
-from tpuplane.infra.fleet.cluster import CPU_POOL_NAME, ClusterSpec, cluster_problems, needs_multi_networking
+from tpuplane.infra.fleet.autoscaling import PoolReach, autoprovisioning_problems
+from tpuplane.infra.fleet.cluster import (
+    CPU_POOL_NAME,
+    ClusterSpec,
+    cluster_problems,
+    cpu_pool_reach,
+    needs_multi_networking,
+)
 from tpuplane.infra.fleet.pools import SlicePoolSpec, slice_pool_problems
 from tpuplane.infra.fleet.reservations import ReservationSpec, own_reservation_name, reservation_problems
 from tpuplane.infra.model import ConfigModel
+from tpuplane.infra.monitoring.dashboard import DashboardSpec, read_dashboard
 from tpuplane.infra.naming import GKE_MAX_NODES, PROJECT_ID, REGION, node_service_account_id
 from tpuplane.infra.pathways.args import SidecarBuild, read_sidecar_build
 from tpuplane.infra.pathways.config import PathwaysConfig, pathways_section_problems, service_problems
 from tpuplane.infra.pathways.proxy import JanitorSpec, read_janitor
+from tpuplane.infra.storage.args import TeamStorageSpec, WorkloadTeam, read_team_storage
 
 CLUSTER, POOLS, RESERVATIONS = "tpuplane:cluster", "tpuplane:tpuPools", "tpuplane:reservations"
 KUEUE, PATHWAYS = "tpuplane:kueue", "tpuplane:pathways"
-SECTIONS = (CLUSTER, POOLS, RESERVATIONS, KUEUE, PATHWAYS)
+STORAGE, DASHBOARD = "tpuplane:storage", "tpuplane:dashboard"
+SECTIONS = (CLUSTER, POOLS, RESERVATIONS, KUEUE, PATHWAYS, STORAGE, DASHBOARD)
 T = TypeVar("T")
 
 
@@ -57,6 +68,8 @@ class StackConfig:
     tpu_pools: tuple[SlicePoolSpec, ...]
     reservations: tuple[ReservationSpec, ...]
     batch: BatchPlatform
+    storage: TeamStorageSpec
+    dashboard: DashboardSpec | None = None
     pathways: PathwaysConfig | None = None
     janitors: tuple[JanitorSpec, ...] = ()
     sidecar: SidecarBuild | None = None
@@ -146,14 +159,23 @@ def load_stack_config(raw: Mapping[str, Any], *, project_dir: Path | None = None
         "cluster_name": cluster.name, "service_namespaces": service_namespaces}
         if complete else {}), lambda batch: platform_problems(batch, kueue_source, pools_read=False) if complete
         else [])
-    if batch is None or not complete or None in reservations or root is None:
+    storage = _read_storage(reading, raw, root, batch)
+    dashboard = reading.section(lambda: read_dashboard(raw[DASHBOARD], Source.config(DASHBOARD, DashboardSpec),
+                                                       supplied={"project": root.project, "cluster_name":
+                                                                 cluster.name} if root and cluster else {})) \
+        if DASHBOARD in raw else None
+    if batch is None or not complete or None in reservations or root is None or storage is None or \
+            dashboard is None and DASHBOARD in raw:
         raise ConfigError(reading.problems)
 
     stack = StackConfig(
         project=root.project, region=root.region,
-        cluster=cluster.model_copy(update={"multi_networking": needs_multi_networking(pools)}),
-        tpu_pools=tuple(pools), reservations=tuple(reservations), batch=batch)
+        cluster=cluster.model_copy(update={"multi_networking": needs_multi_networking(pools),
+                                           "csi_drivers": sorted({s.kind for s in storage.storages}),
+                                           "managed_prometheus": dashboard is not None}),
+        tpu_pools=tuple(pools), reservations=tuple(reservations), batch=batch, storage=storage, dashboard=dashboard)
     reading.problems += _node_limit_problems(stack) + _reservation_fit_problems(stack)
+    reading._add(_autoprovisioning_problems(stack))  # at the key the cluster's own rules may have named already
     if pathways is not None:
         pathways = pathways.model_copy(update={"client_namespaces": batch.team_namespaces, "sidecar_image":
                                                pathways.sidecar.image if pathways.sidecar else None})
@@ -163,6 +185,18 @@ def load_stack_config(raw: Mapping[str, Any], *, project_dir: Path | None = None
     if reading.problems:
         raise ConfigError(reading.problems)
     return stack
+
+
+def _read_storage(reading: _Reading, raw: Mapping[str, Any], root: StackRoot | None, batch: BatchPlatform | None
+                  ) -> TeamStorageSpec | None:
+    """`TeamStorageArgs` over the Kueue teams (without teams, the one team `default`); an absent section still
+    gives every team its service account."""
+    source = Source.config(STORAGE, TeamStorageSpec)
+    supplied: dict[str, Any] = {"project": root.project} if root else {}
+    if batch is not None:
+        supplied["teams"] = [WorkloadTeam(name=team.name, namespace=team.namespace) for team in batch.teams]
+    return reading.section(lambda: read_team_storage(raw.get(STORAGE, {}), source, supplied=supplied,
+                                                     teams_read=batch is not None))
 
 
 def _read_entry(reading: _Reading, entry: object, source: Source, supplied: Mapping[str, Any],
@@ -263,6 +297,19 @@ def _node_limit_problems(stack: StackConfig) -> list[Problem]:
         return []
     return [Problem(POOLS, f"{vms} TPU VMs and {cpu} CPU nodes", f"at most {GKE_MAX_NODES} nodes per cluster",
                     "GKE's default limit; ask Google to raise it, or split the fleet into clusters")]
+
+
+def _autoprovisioning_problems(stack: StackConfig) -> list[Problem]:
+    """NAP's limits count every node of the cluster: they must leave room for every pool at its maximum."""
+    nap = stack.cluster.autoprovisioning
+    if nap is None:
+        return []
+    reach = [PoolReach(p.name, p.spec.machine_type, p.vms) for p in stack.tpu_pools] + [cpu_pool_reach(stack.cluster)]
+    chips: dict[str, int] = {}
+    for pool in stack.tpu_pools:
+        chips[pool.spec.generation] = chips.get(pool.spec.generation, 0) + pool.slices * pool.spec.chips
+    return autoprovisioning_problems(nap, Source.config(CLUSTER, ClusterSpec).at("autoprovisioning"), pools=reach,
+                                     group_chips=chips)
 
 
 def _reservation_fit_problems(stack: StackConfig) -> list[Problem]:

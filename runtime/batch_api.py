@@ -19,6 +19,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from tpuplane.infra.durations import MAX_DURATION_SECONDS
 from tpuplane.runtime.kube import (
     FIELD_MANAGER,
     JOBSET_GROUP,
@@ -51,6 +52,8 @@ LOCAL_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue")
 CLUSTER_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", namespaced=False)
 RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", namespaced=False)
 ADMISSION_CHECKS = Resource(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", namespaced=False)
+PRIORITY_CLASSES = Resource(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass",
+                            namespaced=False)
 
 
 class ApiCallFailed(ApiException):
@@ -133,6 +136,12 @@ class BatchApi(KubeApi):
         result = self._call("list nodes", self._core.list_node, resource="nodes/v1")
         return [self._serialize(item) for item in result.items]
 
+    def list_claims(self) -> list[dict[str, Any]]:
+        """The PersistentVolumeClaims of every namespace (what a workload may mount)."""
+        result = self._call("list persistentvolumeclaims", self._core.list_persistent_volume_claim_for_all_namespaces,
+                            resource="persistentvolumeclaims/v1")
+        return [self._serialize(item) for item in result.items]
+
     def pods(self, namespace: str | None, label_selector: str, *, within: float | None = None) -> list[dict[str, Any]]:
         """Pods matching `label_selector` in `namespace`, or in every namespace when it is None."""
         if namespace is None:
@@ -148,13 +157,14 @@ class BatchApi(KubeApi):
 
     def stream_log(self, namespace: str, pod: str, container: str | None, *, follow: bool,
                    tail_lines: int | None) -> Iterator[bytes]:
-        """The pod's log as it arrives. Following waits for new lines without a read timeout (the connection
-        timeout still applies); a dropped connection ends the stream with ApiUnreachable."""
+        """The pod's log as it arrives. Following waits for new lines as long as it takes (a read timeout of a
+        year: the client refuses none at all; the connection timeout still applies); a dropped connection ends the
+        stream with ApiUnreachable."""
         connect, read = self._request_timeout
         try:
             response = self._core.read_namespaced_pod_log(
                 pod, namespace, container=container, follow=follow, tail_lines=tail_lines, _preload_content=False,
-                _request_timeout=(connect, None if follow else read))
+                _request_timeout=(connect, float(MAX_DURATION_SECONDS) if follow else read))
         except ApiException as error:
             raise ApiCallFailed(f"read the log of pod {namespace}/{pod}", "pods/log", error) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pulumi
 
-from tpuplane.components import SidecarImage, TpuCluster, TpuReservation, TpuSlicePool
+from tpuplane.components import FleetDashboard, SidecarImage, TpuCluster, TpuReservation, TpuSlicePool
 from tpuplane.components.kubernetes_half import GcpSide, compose_kubernetes_half
 from tpuplane.components.stack_config import read_stack_config
 from tpuplane.infra.fleet.nodepools import chips_by_generation
@@ -46,11 +46,18 @@ half = compose_kubernetes_half(cfg, GcpSide(provider=cluster.provider,
                                             node_service_account=cluster.node_service_account_email,
                                             sidecar_image=sidecar_image))
 
+# The dashboard charts GKE's and Managed Prometheus' metrics: it exists only on GKE, never in the Kubernetes half.
+dashboard = FleetDashboard("dashboard", cfg.dashboard, opts=pulumi.ResourceOptions(
+    providers=[cluster.provider], depends_on=[half.batch])) if cfg.dashboard is not None else None
+
 pulumi.export("cluster_name", cluster.cluster_name)
 pulumi.export("cluster_endpoint", cluster.endpoint)
 pulumi.export("node_pools", {name: [p.name for p in pool.node_pools] for name, pool in slice_pools.items()})
 pulumi.export("tpu_chips", chips_by_generation([pool.plan for pool in slice_pools.values()]))
 pulumi.export("local_queues", half.batch.local_queues)
+pulumi.export("service_accounts", half.storage.service_accounts)
+if dashboard is not None:
+    pulumi.export("dashboard", dashboard.dashboard_id)
 if half.pathways is not None:
     pulumi.export("pathways_service", half.pathways.pathways_service)
     pulumi.export("pathways_instance_type", half.pathways.instance_type)

@@ -1,10 +1,14 @@
 """Objects as the API server returns them for a Kueue v1beta2 (0.19.2) + JobSet v1alpha2 (0.12.0) cluster.
 
 Written from the two projects' API types, CRDs and controllers (the condition types, reasons and message formats
-below are theirs, e.g. Kueue's pkg/scheduler/flavorassigner and pkg/scheduler/preemption), not from a running
-cluster: `test_recorded_objects.py` checks each one against the CRDs' schemas. The world: a v6e fleet with four
-4x4 slices (4 VMs of 4 chips each, 16 chips a slice) shared by two teams in cohort `tpuplane`: team-a owns two
-slices (32 chips), team-b one (16), and `unassigned` lends the last one (16).
+below are theirs, e.g. Kueue's pkg/scheduler/flavorassigner and pkg/scheduler/preemption), then held against a
+running cluster: `test_recorded_objects.py` checks each one against the CRDs' schemas, and the e2e tier
+(`tests/e2e/test_day_two.py`) against what `tpuplane sandbox`'s API server, Kueue and JobSet return for the same
+situations. The world: a v6e fleet with four 4x4 slices (4 VMs of 4 chips each, 16 chips a slice) shared by two
+teams in cohort `tpuplane`: team-a owns two slices (32 chips), team-b one (16), and `unassigned` lends the last
+one (16). Each ClusterQueue is shaped as tpuplane renders it: one resource group covering chips, cpu and memory,
+the CPU flavor first with no chips, so Kueue's message for a TPU pod set that waits names the CPU flavor's refusal
+before the TPU flavor's.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from tpuplane.infra.fleet.scheduling import tpu_node_labels, tpu_tolerations
 NOW = datetime(2027, 1, 15, 9, 0, 0, tzinfo=timezone.utc)
 TPU = "google.com/tpu"
 FLAVOR = "tpu-v6e-slice-4x4"
+CPU_FLAVOR = "cpu"
+HOST_CPU, HOST_MEMORY = "179480m", "665891Mi"  # what GKE leaves to pods on a ct6e-standard-4t, per VM
 COHORT = "tpuplane"
 PRIORITIES = {"low": 250, "medium": 500, "high": 750}
 V6E_16_LABELS = tpu_node_labels(resolve_tpu_type("v6e-16"), "on-demand")  # what tpuplane's pools and flavor carry
@@ -144,6 +150,23 @@ def admitted_conditions(cluster_queue: str, minutes_ago: float = 8, *, pods_read
     return found
 
 
+def refused(pod_set: str, chips: int, tpu_flavor_refusal: str) -> str:
+    """Kueue's message for a TPU pod set it cannot place in a tpuplane ClusterQueue: the CPU flavor (no chips)
+    refuses it first, then the TPU flavor as `tpu_flavor_refusal` says."""
+    return (f"couldn't assign flavors to pod set {pod_set}: insufficient quota for {TPU} in flavor {CPU_FLAVOR}, "
+            f"previously considered podsets requests (0) + current podset request ({chips}) > maximum capacity (0), "
+            f"{tpu_flavor_refusal}")
+
+
+def short_of_quota(pod_set: str, chips: int, more: int, flavor: str = FLAVOR) -> str:
+    return refused(pod_set, chips, f"insufficient unused quota for {TPU} in flavor {flavor}, {more} more needed")
+
+
+def beyond_quota(pod_set: str, chips: int, most: int, flavor: str = FLAVOR) -> str:
+    return refused(pod_set, chips, f"insufficient quota for {TPU} in flavor {flavor}, previously considered podsets "
+                                   f"requests (0) + current podset request ({chips}) > maximum capacity ({most})")
+
+
 def pending_conditions(message: str) -> list[dict]:
     """Kueue 0.19's default (UnadmittedWorkloadsObservability off): reason Pending, the flavor assigner's words."""
     return [condition("QuotaReserved", False, "Pending", message, 3)]
@@ -155,8 +178,7 @@ def preempted_conditions(preemptor: dict[str, Any], preemptor_cq: str, preemptee
                f"{preemptor['metadata']['labels']['kueue.x-k8s.io/job-uid']}) due to reclamation within the cohort; "
                f"preemptor path: /{COHORT}/{preemptor_cq}; preemptee path: /{COHORT}/{preemptee_cq}")
     return [
-        condition("QuotaReserved", False, "Pending", f"couldn't assign flavors to pod set slice: insufficient "
-                                                     f"unused quota for {TPU} in flavor {FLAVOR}, 16 more needed", 1),
+        condition("QuotaReserved", False, "Pending", short_of_quota("slice", 32, 16), 1),
         condition("Admitted", False, "NoReservation", "The workload has no reservation", 2),
         condition("Evicted", True, "Preempted", message, 2),
         condition("Preempted", True, "InCohortReclamation", message, 2),
@@ -222,6 +244,14 @@ def event(obj: dict[str, Any], kind: str, reason: str, message: str, minutes_ago
 # Queues, flavors, nodes
 
 
+def priority_classes() -> list[dict[str, Any]]:
+    """The WorkloadPriorityClasses of the world, as the API server returns them (cluster-scoped, no status)."""
+    return [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+             "metadata": {"name": name, "uid": uid(f"wpc/{name}"), "creationTimestamp": at(600), "generation": 1,
+                          "resourceVersion": "431"},
+             "value": value, "description": f"tpuplane priority {name}"} for name, value in PRIORITIES.items()]
+
+
 def resource_flavor() -> dict[str, Any]:
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
             "metadata": {"name": FLAVOR, "uid": uid("rf"), "creationTimestamp": at(600), "generation": 1,
@@ -229,16 +259,38 @@ def resource_flavor() -> dict[str, Any]:
             "spec": {"nodeLabels": dict(V6E_16_LABELS), "tolerations": tpu_tolerations("on-demand")}}
 
 
-def cluster_queue(name: str, nominal: int, *, used: int = 0, borrowed: int = 0, admitted: int = 0,
-                  pending: int = 0, borrowing_limit: int | None = None, lending_limit: int | None = None,
-                  cohort: str | None = COHORT) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": TPU, "nominalQuota": str(nominal)}
+def _quota(name: str, nominal: str, borrowing_limit: int | None = None,
+           lending_limit: int | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "nominalQuota": nominal}
     if borrowing_limit is not None:
         entry["borrowingLimit"] = str(borrowing_limit)
     if lending_limit is not None:
         entry["lendingLimit"] = str(lending_limit)
+    return entry
+
+
+def _usage(chips: int, borrowed: int | None) -> list[dict[str, Any]]:
+    """`flavorsReservation` as Kueue writes it: every flavor and resource of the queue, sorted by resource name
+    (a LocalQueue's has no `borrowed`)."""
+    def entry(name: str, total: int = 0, lent: int = 0) -> dict[str, Any]:
+        return {"name": name, "total": str(total)} | ({} if borrowed is None else {"borrowed": str(lent)})
+
+    return [{"name": CPU_FLAVOR, "resources": [entry("cpu"), entry(TPU), entry("memory")]},
+            {"name": FLAVOR, "resources": [entry("cpu"), entry(TPU, chips, borrowed or 0), entry("memory")]}]
+
+
+def cluster_queue(name: str, nominal: int, *, used: int = 0, borrowed: int = 0, admitted: int = 0,
+                  pending: int = 0, borrowing_limit: int | None = None, lending_limit: int | None = None,
+                  cohort: str | None = COHORT) -> dict[str, Any]:
+    """A team's ClusterQueue as tpuplane renders it and Kueue stores it (limits on the chips only)."""
+    vms = nominal // 4
+    flavors = [{"name": CPU_FLAVOR, "resources": [_quota(TPU, "0"), _quota("cpu", "48"), _quota("memory", "192Gi")]},
+               {"name": FLAVOR, "resources": [
+                   _quota(TPU, str(nominal), borrowing_limit, lending_limit),
+                   _quota("cpu", f"{vms * int(HOST_CPU[:-1])}m"),
+                   _quota("memory", f"{vms * int(HOST_MEMORY[:-2])}Mi")]}]
     spec: dict[str, Any] = {
-        "resourceGroups": [{"coveredResources": [TPU], "flavors": [{"name": FLAVOR, "resources": [entry]}]}],
+        "resourceGroups": [{"coveredResources": [TPU, "cpu", "memory"], "flavors": flavors}],
         "queueingStrategy": "BestEffortFIFO", "stopPolicy": "None",
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
         "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
@@ -247,27 +299,25 @@ def cluster_queue(name: str, nominal: int, *, used: int = 0, borrowed: int = 0, 
     }
     if cohort:
         spec["cohortName"] = cohort
-    usage = [{"name": FLAVOR, "resources": [{"name": TPU, "total": str(used), "borrowed": str(borrowed)}]}]
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": name, "uid": uid(f"cq/{name}"), "creationTimestamp": at(600), "generation": 1,
-                         "finalizers": ["kueue.x-k8s.io/resource-in-use"]},
+                         "finalizers": ["kueue.x-k8s.io/resource-in-use"], "resourceVersion": "967"},
             "spec": spec,
             "status": {"conditions": [condition("Active", True, "Ready", "Can admit new workloads", 600)],
-                       "flavorsReservation": usage, "flavorsUsage": copy.deepcopy(usage),
+                       "flavorsReservation": _usage(used, borrowed), "flavorsUsage": _usage(used, borrowed),
                        "pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted}}
 
 
 def local_queue(namespace: str, name: str, cq: str, *, used: int = 0, admitted: int = 0,
                 pending: int = 0) -> dict[str, Any]:
-    usage = [{"name": FLAVOR, "resources": [{"name": TPU, "total": str(used)}]}]
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
             "metadata": {"name": name, "namespace": namespace, "uid": uid(f"lq/{namespace}/{name}"),
-                         "creationTimestamp": at(600), "generation": 1},
+                         "creationTimestamp": at(600), "generation": 1, "resourceVersion": "970"},
             "spec": {"clusterQueue": cq, "stopPolicy": "None"},
             "status": {"conditions": [condition("Active", True, "Ready", "Can submit new workloads to localQueue",
                                                 600)],
                        "pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted,
-                       "flavorsReservation": usage, "flavorsUsage": copy.deepcopy(usage)}}
+                       "flavorsReservation": _usage(used, None), "flavorsUsage": _usage(used, None)}}
 
 
 def node(name: str, pool: str, *, topology: str = "4x4", chips: int = 4, cordoned: bool = False) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +52,7 @@ class StandIn:
     routes: dict[tuple[str, str], tuple[int, Any]]
     requests: list[Request] = field(default_factory=list)
     everything: tuple[int, Any] | None = None  # one answer to every request (401, 403 ...)
+    latency: float = 0.0  # seconds every answer takes, as a remote API server's do
 
     def serve(self, path: str, body: Any, status_code: int = 200, method: str = "GET") -> None:
         self.routes[(method, path)] = (status_code, body)
@@ -65,6 +67,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         standin.requests.append(Request(self.command, url.path, urllib.parse.parse_qs(url.query),
                                         json.loads(raw) if raw else None, self.headers.get("Content-Type")))
         code, body = standin.everything or standin.routes.get((self.command, url.path), (404, NOT_SERVED))
+        time.sleep(standin.latency)
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "text/plain" if isinstance(body, bytes) else "application/json")

@@ -13,22 +13,33 @@ from pydantic import BaseModel
 
 from tpuplane.components import (
     AuthorizedNetworkArgs,
+    AutoprovisioningArgs,
     BatchStackArgs,
     CpuPoolArgs,
+    FilestoreShareArgs,
+    GcsBucketArgs,
     ImageCacheArgs,
     KueuePoolArgs,
     KueueTeamArgs,
+    LustreArgs,
     MaintenanceExclusionArgs,
+    ParallelstoreArgs,
+    PersistentDiskArgs,
     ProxyJanitorArgs,
     SharedPathwaysServiceArgs,
     SidecarImageArgs,
+    SliceAutoscalingArgs,
+    StorageVolumeArgs,
+    TeamStorageArgs,
     TpuClusterArgs,
     TpuReservationArgs,
     TpuSlicePoolArgs,
+    WorkloadTeamArgs,
 )
 from tpuplane.infra.batch.image_cache import ImageCacheSpec
 from tpuplane.infra.batch.kueue_config import KueueTeam
 from tpuplane.infra.batch.platform import BatchPlatform
+from tpuplane.infra.fleet.autoscaling import Autoprovisioning, SliceAutoscaling
 from tpuplane.infra.fleet.cluster import AuthorizedNetwork, ClusterSpec, CpuPool, MaintenanceExclusion
 from tpuplane.infra.fleet.pools import KueuePool, SlicePoolSpec
 from tpuplane.infra.fleet.reservations import ReservationSpec
@@ -36,13 +47,25 @@ from tpuplane.infra.model import nested_model
 from tpuplane.infra.pathways.args import SidecarBuild
 from tpuplane.infra.pathways.config import ServiceSpec
 from tpuplane.infra.pathways.proxy import JanitorSpec
+from tpuplane.infra.storage.args import TeamStorageSpec, WorkloadTeam
+from tpuplane.infra.storage.volumes import (
+    FilestoreShare,
+    GcsBucket,
+    LustreInstance,
+    ParallelstoreInstance,
+    PersistentDisk,
+    StorageEntry,
+)
 
 VOCABULARY = {
     TpuClusterArgs: ClusterSpec, CpuPoolArgs: CpuPool, MaintenanceExclusionArgs: MaintenanceExclusion,
     AuthorizedNetworkArgs: AuthorizedNetwork, TpuSlicePoolArgs: SlicePoolSpec, KueuePoolArgs: KueuePool,
     TpuReservationArgs: ReservationSpec, BatchStackArgs: BatchPlatform, KueueTeamArgs: KueueTeam,
     SharedPathwaysServiceArgs: ServiceSpec, ProxyJanitorArgs: JanitorSpec, SidecarImageArgs: SidecarBuild,
-    ImageCacheArgs: ImageCacheSpec,
+    ImageCacheArgs: ImageCacheSpec, AutoprovisioningArgs: Autoprovisioning, SliceAutoscalingArgs: SliceAutoscaling,
+    TeamStorageArgs: TeamStorageSpec, WorkloadTeamArgs: WorkloadTeam, StorageVolumeArgs: StorageEntry,
+    GcsBucketArgs: GcsBucket, FilestoreShareArgs: FilestoreShare, ParallelstoreArgs: ParallelstoreInstance,
+    LustreArgs: LustreInstance, PersistentDiskArgs: PersistentDisk,
 }
 # Required by the model, optional in the Args: the component's name stands in.
 NAMED_AFTER_THE_COMPONENT = {TpuSlicePoolArgs: {"group"}, TpuReservationArgs: {"name"},
@@ -94,7 +117,7 @@ def test_nested_args_are_the_nested_models(args):
 def test_args_docstrings_state_the_models_defaults(args):
     docs, unstated = field_docs(args), []
     for name, info in VOCABULARY[args].model_fields.items():
-        if info.is_required() or info.default in (None, "", []) or isinstance(info.default, BaseModel):
+        if info.is_required() or info.default in (None, "", [], {}) or isinstance(info.default, BaseModel):
             continue  # nothing to state, or a nested model's own defaults
         value = shown(info.default)
         stated = (f"default {value}", f"default `{value}`", f"Default {value}", f"{value} (default)")

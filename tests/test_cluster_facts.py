@@ -70,6 +70,50 @@ def test_check_refuses_a_selector_no_pool_offers():
     assert "no flavor fits" in " ".join(result.all_problems())
 
 
+def test_check_refuses_a_priority_class_the_cluster_does_not_have():
+    """Kueue makes no Workload for a JobSet whose priority-class label names no WorkloadPriorityClass (seen on
+    the sandbox: it stays suspended, with no event saying why)."""
+    jobset = rk.jobset("a-odd", "team-a", queue="team-a")
+    jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    facts = live_facts()
+    known = cluster_facts([rk.resource_flavor()], rk.team_queues(), [rk.local_queue("team-a", "team-a", "team-a")],
+                          rk.fleet_nodes(), rk.priority_classes())
+
+    assert check_workload(as_manifest(jobset), facts).ok  # the classes could not be read: any priority goes
+    assert check_workload(as_manifest(jobset), known).all_problems() == [
+        "its kueue.x-k8s.io/priority-class label names WorkloadPriorityClass urgent, which does not exist (there "
+        "are: high, low, medium): Kueue makes no Workload for it, so it never runs"]
+
+
+def claim(name: str, namespace: str) -> dict:
+    """A PersistentVolumeClaim as the API server lists it (only what the check reads)."""
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteMany"]}}
+
+
+def mounting(jobset: dict, claim_name: str) -> dict:
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    return jobset
+
+
+def test_check_refuses_a_claim_the_namespace_does_not_have_on_the_cluster():
+    jobset = mounting(rk.jobset("a-read", "team-a", queue="team-a"), "datasets")
+    claims = [claim("datasets", "team-b"), claim("scratch", "team-a")]
+    known = cluster_facts([rk.resource_flavor()], rk.team_queues(), [rk.local_queue("team-a", "team-a", "team-a")],
+                          rk.fleet_nodes(), claims=claims)
+
+    assert check_workload(as_manifest(jobset), known).all_problems() == [
+        "slice: mounts storage datasets, which is for namespaces team-b, not team-a: add the team to the "
+        "storage's teams, or run in one of those namespaces"]
+
+
+def test_check_takes_any_claim_when_the_clusters_claims_could_not_be_read():
+    jobset = mounting(rk.jobset("a-read", "team-a", queue="team-a"), "datasets")
+
+    assert check_workload(as_manifest(jobset), live_facts()).ok
+
+
 def test_as_manifest_keeps_what_was_submitted_only():
     jobset = rk.jobset("a-train", "team-a", queue="team-a")
 

@@ -13,9 +13,11 @@ import pytest
 
 from tpuplane.components import (
     BatchStack,
+    FleetDashboard,
     ImageCache,
     ProxyJanitor,
     TpuCluster,
+    TeamStorage,
     TpuExperiment,
     TpuReservation,
     TpuWorkload,
@@ -36,6 +38,9 @@ VALID: dict[type, dict[str, Any]] = {
                                    "grid": {"lr": [0.1, 0.2]}}, "batch": BATCH},
     ImageCache: {"images": ["us-docker.pkg.dev/p/r/img:1"]},
     ProxyJanitor: {"namespace": "research", "image": "us-docker.pkg.dev/p/r/tpuplane:1"},
+    TeamStorage: {"project": "acme-ml", "teams": [{"name": "research"}],
+                  "volumes": [{"name": "data", "teams": ["research"], "gcs": {"bucket": "gs://acme-data"}}]},
+    FleetDashboard: {"project": "acme-ml", "cluster_name": "fleet"},
 }
 
 

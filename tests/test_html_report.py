@@ -80,8 +80,10 @@ def test_html_report_draws_one_block_per_slice_sized_by_chips_and_coloured_by_ca
 
     slices = elements(dom, "rect", **{"class": "slice"})
     groups = elements(dom, "g", **{"class": "pool-group"})
-    assert [(g["data-group"], g["data-chips"], g["data-capacity"]) for g in groups] == [("train", "32", "spot")]
-    assert [(r["data-chips"], r["fill"]) for r in slices] == [("16", "#ef6c00")] * 2
+    assert [(g["data-group"], g["data-chips"], g["data-capacity"], g["data-slices"]) for g in groups] == [
+        ("train", "32", "spot", "0-2")]
+    # dev's slices scale from zero: drawn faint
+    assert [(r["data-chips"], r["fill"], r["data-held"]) for r in slices] == [("16", "#ef6c00", "false")] * 2
 
 
 @needs_chromium
@@ -90,8 +92,17 @@ def test_html_report_shows_queues_costs_and_every_resource(page, tmp_path):
 
     assert elements(dom, "section", id="queues") and "cluster-queue" in dom
     assert elements(dom, "table", id="costs") and "Estimated at list prices of" in dom
-    assert len(elements(dom, "tr", **{"class": "resource"})) == 32
+    assert len(elements(dom, "tr", **{"class": "resource"})) == 45
     assert "workloadpriorityclass-high" in dom
+
+
+@needs_chromium
+def test_html_report_shows_the_teams_storage_and_every_iam_grant(page, tmp_path):
+    dom, _ = browse(page, tmp_path)
+
+    assert elements(dom, "table", id="storage") and "gs://acme-ml-datasets/imagenet" in dom
+    assert elements(dom, "table", id="grants") and "roles/storage.objectViewer" in dom
+    assert "dashboard <code>TPU fleet fleet-dev</code>" in dom
 
 
 @needs_chromium
@@ -107,7 +118,7 @@ def test_html_report_filters_resources_from_the_url_fragment(page, tmp_path):
 
     rows = elements(dom, "tr", **{"class": "resource"})
     assert [row["data-type"] for row in rows if "hidden" not in row] == ["NodePool", "NodePool"]
-    assert len(rows) == 32
+    assert len(rows) == 45
     assert '<span id="shown">2</span>' in dom
 
 

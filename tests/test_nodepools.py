@@ -14,9 +14,9 @@ import pytest
 from conftest import printed_by_two_processes
 
 from tpuplane.infra.stack import load_stack_config
+from tpuplane.infra.fleet.autoscaling import PoolScaling
 from tpuplane.infra.fleet.nodepools import (
     RESERVATION_KEY,
-    Autoscaling,
     PoolGroupPlan,
     ReservationAffinity,
     WorkloadPolicyPlan,
@@ -67,10 +67,22 @@ def test_plan_pool_group_flex_start_autoscales_from_zero_without_repair_or_reser
     assert pool.flex_start is True
     assert pool.max_run_duration == "3600s"
     assert pool.node_count is None
-    assert pool.autoscaling == Autoscaling(min_node_count=0, max_node_count=4, location_policy="ANY")
+    assert pool.autoscaling == PoolScaling(initial_node_count=0, min_node_count=0, max_node_count=4,
+                                           location_policy="ANY")
     assert pool.auto_repair is False
     assert pool.reservation_affinity == ReservationAffinity("NO_RESERVATION")
     assert pool.spot is False
+
+
+@pytest.mark.parametrize("capacity", ["on-demand", "spot", "reservation"])
+def test_an_autoscaled_group_holds_its_first_slices_and_scales_the_others_from_zero(plan_pool, capacity):
+    group = plan_pool(name="g", tpuType="v5p-128", capacity=capacity, autoscaling={"minSlices": 1, "maxSlices": 3},
+                      **({"reservation": "r"} if capacity == "reservation" else {}))
+
+    assert [p.name for p in group.pools] == ["g-0", "g-1", "g-2"]
+    assert [(p.node_count, p.autoscaling) for p in group.pools] == [
+        (None, PoolScaling(16, 16, 16)), (None, PoolScaling(0, 0, 16)), (None, PoolScaling(0, 0, 16))]
+    assert all(p.auto_repair for p in group.pools)  # unlike flex-start and queued nodes, these are repaired
 
 
 def test_plan_pool_group_queued_enables_queued_provisioning_and_labels_its_nodes(plan_pool):
@@ -80,7 +92,8 @@ def test_plan_pool_group_queued_enables_queued_provisioning_and_labels_its_nodes
     assert pool.labels == {"cloud.google.com/gke-queued": "true", "tpuplane.dev/capacity": "queued",
                            "cloud.google.com/gke-networking-dra-driver": "true"}  # v6e: accelerator networking
     assert pool.node_count is None
-    assert pool.autoscaling == Autoscaling(min_node_count=0, max_node_count=4, location_policy="ANY")
+    assert pool.autoscaling == PoolScaling(initial_node_count=0, min_node_count=0, max_node_count=4,
+                                           location_policy="ANY")
     assert pool.reservation_affinity == ReservationAffinity("NO_RESERVATION")
     assert (pool.spot, pool.flex_start) == (False, False)
 

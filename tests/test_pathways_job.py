@@ -9,7 +9,6 @@ from tpuplane.infra.k8s_validation import validate_manifests
 from tpuplane.infra.pathways.job import (
     PathwaysJobSpec,
     UserContainer,
-    head_requests,
     proxy_address,
     render_pathways_jobset,
 )
@@ -140,7 +139,7 @@ def test_the_rendering_is_the_same_in_every_process():
 
 
 def test_the_proxy_address_is_the_head_pods_dns_name():
-    assert proxy_address(job()) == "grpc://llama-pathways-head-0-0.llama:29000"
+    assert proxy_address("llama", "team-a") == "grpc://llama-pathways-head-0-0.llama.team-a.svc:29000"
 
 
 def test_a_server_image_not_named_server_has_no_proxy_to_pair_with():
@@ -148,5 +147,3 @@ def test_a_server_image_not_named_server_has_no_proxy_to_pair_with():
         render_pathways_jobset(job(server_image="us-docker.pkg.dev/acme/custom:1"))
 
 
-def test_head_requests_are_the_resource_managers_and_the_proxys():
-    assert head_requests() == {"cpu": 24.0, "memory": 132e9}

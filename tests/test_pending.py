@@ -15,8 +15,7 @@ from tpuplane.infra.batch.pending import WorkloadFacts, explain
 from tpuplane.infra.batch.queue_usage import QueueBook
 from tpuplane.infra.batch.schedule_check import check_workload
 
-SHORT = (f"couldn't assign flavors to pod set slice: insufficient unused quota for {rk.TPU} in flavor {rk.FLAVOR}, "
-         "32 more needed")
+SHORT = rk.short_of_quota("slice", 32, 32)  # as Kueue writes it for a tpuplane ClusterQueue
 
 
 @pytest.fixture
@@ -60,9 +59,31 @@ def test_why_quota_says_how_short_what_the_cohort_could_lend_and_who_holds_it(a_
     assert reasons[0].text == (
         f"pod set slice: waiting for quota: it needs 32 more {rk.TPU} in flavor {rk.FLAVOR} than ClusterQueue team-a "
         "can give it now. team-a has 32 nominal, 32 in use (0 borrowed). Its cohort tpuplane could lend 0 more now "
-        "(0 of the cohort's pooled quota is free). Holding tpu-v6e-slice-4x4: team-a/a-train (32, medium, "
+        "(the other ClusterQueues of the cohort have 0 free). Holding tpu-v6e-slice-4x4: team-a/a-train (32, medium, "
         "ClusterQueue team-a), team-b/b-burst (32, low, ClusterQueue team-b). It is admitted once that much quota is "
         "released (a workload finishes or is preempted).")
+
+
+def test_why_quota_says_what_the_other_queues_could_lend_and_the_borrowing_limit_caps(a_big):
+    queues = [rk.cluster_queue("team-a", 32, used=16, borrowing_limit=0), rk.cluster_queue("team-b", 16),
+              rk.cluster_queue("unassigned", 16)]
+    book = QueueBook(queues, [rk.local_queue("team-a", "team-a", "team-a")])
+    workload = rk.workload(a_big, conditions=rk.pending_conditions(rk.short_of_quota("slice", 32, 16)))
+
+    (reason,) = explain(facts(a_big, workload, book=book))
+
+    assert "team-a has 32 nominal, 16 in use (0 borrowed), borrowing limit 0. Its cohort tpuplane could lend 0 " \
+           "more now (the other ClusterQueues of the cohort have 32 free; its borrowing limit allows 0)." in reason.text
+
+
+def test_why_a_workload_kueue_has_not_tried_yet_says_it_is_queued(a_big):
+    workload = rk.workload(a_big, conditions=[])
+    queues = [rk.cluster_queue("team-a", 32, used=32, admitted=1, pending=3)]
+    book = QueueBook(queues, [rk.local_queue("team-a", "team-a", "team-a")])
+
+    assert [r.text for r in explain(facts(a_big, workload, book=book))] == [
+        "queued: Kueue has not tried to admit it yet. ClusterQueue team-a has 3 pending workloads; Kueue tries them "
+        "in priority order, then oldest first, and tries the next ones when quota frees up."]
 
 
 def test_why_quota_without_the_queues_readable_still_quotes_kueue(a_big):
@@ -73,8 +94,7 @@ def test_why_quota_without_the_queues_readable_still_quotes_kueue(a_big):
 
 
 def test_why_a_workload_bigger_than_the_queue_could_ever_hold(a_big):
-    message = (f"couldn't assign flavors to pod set slice: insufficient quota for {rk.TPU} in flavor {rk.FLAVOR}, "
-               "previously considered podsets requests (0) + current podset request (96) > maximum capacity (64)")
+    message = rk.beyond_quota("slice", 96, 64)
     book = QueueBook(rk.team_queues(), [rk.local_queue("team-a", "team-a", "team-a")])
 
     reasons = explain(facts(a_big, rk.workload(a_big, conditions=rk.pending_conditions(message)), book=book))
@@ -88,7 +108,7 @@ def test_why_a_workload_bigger_than_the_queue_could_ever_hold(a_big):
 def test_why_no_flavor_names_the_selector_what_the_pools_offer_and_the_check(a_big):
     selector = {**rk.V6E_16_LABELS, "cloud.google.com/gke-tpu-topology": "8x8"}
     jobset = rk.jobset("a-big", "team-a", queue="team-a", slices=2, suspend=True, node_selector=selector)
-    message = f"couldn't assign flavors to pod set slice: flavor {rk.FLAVOR} doesn't match node affinity"
+    message = rk.refused("slice", 32, f"flavor {rk.FLAVOR} doesn't match node affinity")
     live = cluster_facts([rk.resource_flavor()], rk.team_queues(), [rk.local_queue("team-a", "team-a", "team-a")],
                          rk.fleet_nodes())
     reasons = explain(facts(jobset, rk.workload(jobset, conditions=rk.pending_conditions(message)),
@@ -201,6 +221,20 @@ def test_why_a_jobset_kueue_does_not_manage(a_big):
 
 def test_why_before_kueue_made_a_workload(a_big):
     assert kinds(explain(facts(a_big, None))) == ["no-workload"]
+
+
+def test_why_kueue_makes_no_workload_for_a_priority_class_that_does_not_exist(a_big):
+    a_big["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    live = cluster_facts([rk.resource_flavor()], rk.team_queues(), [rk.local_queue("team-a", "team-a", "team-a")],
+                         rk.fleet_nodes(), rk.priority_classes())
+
+    reasons = explain(facts(a_big, None, check=check_workload(as_manifest(a_big), live)))
+
+    assert [r.text for r in reasons] == [
+        "Kueue has made no Workload for it: the scheduling check below says why.",
+        "the scheduling check on the cluster's queues and node pools: its kueue.x-k8s.io/priority-class label names "
+        "WorkloadPriorityClass urgent, which does not exist (there are: high, low, medium): Kueue makes no Workload "
+        "for it, so it never runs"]
 
 
 def test_why_a_running_workload_is_not_waiting():

@@ -66,8 +66,8 @@ def test_plan_json_keeps_integral_numbers_as_integers(dev_json):
     custom = {(r["type"], r["name"]): r["inputs"] for r in json.loads(dev_json)["resources"]}
     pool = custom["gcp:container/nodePool:NodePool", "train-0"]
 
-    assert '"nodeCount": 4,' in dev_json
-    assert [type(pool["nodeCount"]), type(pool["maxPodsPerNode"])] == [int, int]
+    assert '"maxNodeCount": 4,' in dev_json  # dev's slices scale from zero
+    assert [type(pool["autoscaling"]["maxNodeCount"]), type(pool["maxPodsPerNode"])] == [int, int]
     assert type(custom["gcp:container/cluster:Cluster", "fleet-dev"]["initialNodeCount"]) is int
 
 
@@ -236,7 +236,7 @@ def test_plan_table_opens_with_the_fleet_summary():
     lines = tpuplane("--stack", "dev").stdout.splitlines()
 
     assert lines[2] == "TPU pool groups"
-    assert lines[4].split()[:8] == ["train", "v6e-16", "ct6e-standard-4t", "spot", "-", "2", "8", "32"]
+    assert lines[4].split()[:8] == ["train", "v6e-16", "ct6e-standard-4t", "spot", "-", "0-2", "8", "32"]
     assert any(line.startswith("Estimated at list prices of ") for line in lines[:12])
 
 
@@ -256,7 +256,7 @@ def test_plan_markdown_opens_with_the_summary_and_a_mermaid_diagram():
     out = tpuplane("--stack", "dev", "--format", "markdown").stdout
 
     assert out.index("#### TPU fleet") < out.index("```mermaid") < out.index("#### Resources by component")
-    assert "| `train` | v6e-16 | ct6e-standard-4t | spot | - | 2 | 8 | 32 |" in out
+    assert "| `train` | v6e-16 | ct6e-standard-4t | spot | - | 0-2 | 8 | 32 |" in out
     assert "| `batch` | `WorkloadPriorityClass` | `workloadpriorityclass-very-low` |" in out
 
 

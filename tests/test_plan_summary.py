@@ -133,7 +133,7 @@ def test_key_properties_of_a_cluster_queue_show_quota_per_flavor(stack_plans):
     props = dict(key_properties(queue.type, queue.inputs))
 
     assert props["cohort"] == "tpuplane"
-    assert props["quota"].startswith("cpu: google.com/tpu=0, cpu=144 (+48 borrowable)")
+    assert props["quota"].startswith("cpu: google.com/tpu=0, cpu=288 (+96 borrowable)")  # 6 x n2-standard-64
     assert "; tpu-v6e-slice-4x4-spot: google.com/tpu=48 (+16 borrowable), cpu=" in props["quota"]
 
 

@@ -78,8 +78,8 @@ def test_lent_by_the_one_lender_is_exact():
 
 def test_amounts_read_kubernetes_quantities():
     queue = rk.cluster_queue("m", 0)
-    queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"] = [{"name": "memory", "nominalQuota": "1536Mi"},
-                                                                    {"name": "cpu", "nominalQuota": "2500m"}]
+    queue["spec"]["resourceGroups"][0]["flavors"][-1]["resources"] = [{"name": "memory", "nominalQuota": "1536Mi"},
+                                                                     {"name": "cpu", "nominalQuota": "2500m"}]
 
     quotas = book(queue).cluster_queues["m"].quotas
 
@@ -120,18 +120,21 @@ def test_queues_json_has_every_resource_as_numbers():
     document = queues_json(book(*rk.team_queues(), local=[rk.local_queue("team-a", "team-a", "team-a", used=32)]))
 
     team_b = next(q for q in document["clusterQueues"] if q["name"] == "team-b")
-    assert team_b["flavors"] == [{"name": rk.FLAVOR, "resources": [
-        {"name": rk.TPU, "nominal": 16, "borrowingLimit": None, "lendingLimit": None, "used": 32, "borrowed": 16,
-         "lent": 0, "available": 0}]}]
-    assert document["localQueues"][0]["used"] == [{"flavor": rk.FLAVOR, "resource": rk.TPU, "amount": 32}]
-    assert document["cohorts"] == [{"name": "tpuplane", "clusterQueues": ["team-a", "team-b", "unassigned"],
-                                    "resources": [{"flavor": rk.FLAVOR, "resource": rk.TPU, "nominal": 64,
-                                                   "used": 64, "borrowed": 16, "free": 0}]}]
+    assert [f["name"] for f in team_b["flavors"]] == [rk.CPU_FLAVOR, rk.FLAVOR]
+    assert team_b["flavors"][1]["resources"][0] == {
+        "name": rk.TPU, "nominal": 16, "borrowingLimit": None, "lendingLimit": None, "used": 32, "borrowed": 16,
+        "lent": 0, "available": 0}
+    assert {"flavor": rk.FLAVOR, "resource": rk.TPU, "amount": 32} in document["localQueues"][0]["used"]
+    cohort = document["cohorts"][0]
+    assert (cohort["name"], cohort["clusterQueues"]) == ("tpuplane", ["team-a", "team-b", "unassigned"])
+    assert {"flavor": rk.FLAVOR, "resource": rk.TPU, "nominal": 64, "used": 64, "borrowed": 16,
+            "free": 0} in cohort["resources"]
 
 
 def test_queue_status_of_the_wrong_shape_reads_as_zero():
     queue = rk.cluster_queue("x", 16, used=8)
-    queue["status"]["flavorsReservation"][0]["resources"][0]["total"] = "lots"
+    tpu_flavor = queue["status"]["flavorsReservation"][-1]
+    next(r for r in tpu_flavor["resources"] if r["name"] == rk.TPU)["total"] = "lots"
     queue["status"]["admittedWorkloads"] = -4
     queue["spec"]["resourceGroups"].append("junk")
 

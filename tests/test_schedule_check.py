@@ -50,6 +50,16 @@ def test_check_workload_tpuplane_rendered_jobset_can_run(dev_cfg, dev):
     assert (pod_set.flavor, pod_set.pools) == ("tpu-v6e-slice-4x4-spot", ("train-0", "train-1"))
 
 
+def test_check_workload_refuses_a_priority_class_the_stack_does_not_create(dev_cfg, dev):
+    spec = TpuWorkloadSpec(name="train", jobs=[TpuJob(tpu_type="v6e-16", capacity="spot", image="i", command="c")])
+    jobset = render_tpu_jobset(spec, dev_cfg.batch)
+    jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+
+    assert check_workload(jobset, dev).problems == (
+        "its kueue.x-k8s.io/priority-class label names WorkloadPriorityClass urgent, which does not exist (there "
+        "are: high, low, medium, very-high, very-low): Kueue makes no Workload for it, so it never runs",)
+
+
 def test_check_workload_xpk_jobset_gets_the_tpu_flavor_and_both_slices(dev):
     result = check_workload(workload("xpk_v6e_16_x2.yaml"), dev)
 
@@ -235,3 +245,55 @@ def test_workload_check_cli_refuses_a_malformed_job_with_exit_2_and_no_traceback
 
     assert result.exit_code == 2
     assert "error:" in result.output and "Traceback" not in result.output
+
+
+# ---- storage claims and per-job Pathways ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pathways_cfg():
+    return load_stack_config(read_stack_file(ROOT / "stacks" / "Pulumi.pathways.yaml", "tpuplane"))
+
+
+def test_a_claim_of_another_teams_storage_or_one_the_stack_never_makes_cannot_run(pathways_cfg):
+    facts = stack_facts(pathways_cfg.tpu_pools, pathways_cfg.batch, pathways_cfg.storage)
+    spec = TpuWorkloadSpec(name="t", namespace="research", queue="research", mounts=["checkpoints:/ckpt"],
+                           jobs=[TpuJob(tpu_type="v6e-16", capacity="spot", image="i", command="c")])
+    jobset = render_tpu_jobset(spec, pathways_cfg.batch, storage=pathways_cfg.storage)
+    assert check_workload(jobset, facts).ok
+
+    evals = {**jobset, "metadata": {**jobset["metadata"], "namespace": "evals",
+                                    "labels": {**jobset["metadata"]["labels"], "kueue.x-k8s.io/queue-name": "evals"}}}
+    assert check_workload(evals, facts).all_problems() == [
+        "slice: mounts storage checkpoints, which is for namespaces research, not evals: add the team to the "
+        "storage's teams, or run in one of those namespaces"]
+    pod_spec(jobset)["volumes"][1]["persistentVolumeClaim"]["claimName"] = "xpk-pvc"
+    assert check_workload(jobset, facts).all_problems() == [
+        "slice: mounts claim xpk-pvc, which does not exist (the claims for namespace research: checkpoints, "
+        "datasets): the pods would wait for it forever"]
+
+
+def pathways_job() -> TpuWorkloadSpec:
+    return TpuWorkloadSpec(name="pw", jobs=[TpuJob(tpu_type="v6e-16", slices=2, capacity="spot", image="i",
+                                                   command="python run.py")],
+                           pathways={"gcsScratch": "gs://acme-scratch/pw"})
+
+
+def test_a_per_job_pathways_jobset_is_a_head_on_the_cpu_flavor_and_workers_on_a_tpu_flavor():
+    raw = read_stack_file(ROOT / "stacks" / "Pulumi.dev.yaml", "tpuplane")
+    raw["tpuplane:cluster"]["cpuPool"] = {"machineType": "n2-standard-64"}  # the head needs 24 vCPU, 132 GB
+    cfg = load_stack_config(raw)
+
+    result = check_workload(render_tpu_jobset(pathways_job(), cfg.batch), stack_facts(cfg.tpu_pools, cfg.batch))
+
+    assert result.ok, result.all_problems()
+    head, workers = result.pod_sets
+    assert (head.name, head.pods, head.flavor, head.pools) == ("pathways-head", 1, "cpu", ("cpu",))
+    assert (workers.name, workers.pods, workers.flavor) == ("worker", 8, "tpu-v6e-slice-4x4-spot")
+
+
+def test_a_pathways_head_the_cpu_pool_cannot_hold_cannot_run(dev_cfg, dev):
+    result = check_workload(render_tpu_jobset(pathways_job(), dev_cfg.batch), dev)
+
+    [problem] = result.all_problems()
+    assert problem.startswith("pathways-head: no node pool can run its pods (cpu: asks for 24 cpu per pod")

@@ -143,7 +143,8 @@ def test_a_secret_in_bad_input_never_shows_in_the_error(tmp_path, monkeypatch, c
 @pytest.mark.parametrize("secret", SHAPES[:4])
 def test_a_secret_in_a_stack_configs_bad_value_never_shows_in_the_plan_error(tmp_path, secret):
     config = tmp_path / "Pulumi.s.yaml"
-    config.write_text((STACKS / "Pulumi.dev.yaml").read_text().replace("slices: 2", f"slices: {json.dumps(secret)}"))
+    stack = (STACKS / "Pulumi.dev.yaml").read_text()
+    config.write_text(stack.replace("maxSlices: 2", f"maxSlices: {json.dumps(secret)}"))
 
     result = CliRunner().invoke(app, ["plan", "--project-dir", str(REPO), "--config", str(config)])
 

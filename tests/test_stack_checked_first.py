@@ -31,7 +31,11 @@ def pathways_config(**changes) -> dict:
 
 def test_stack_program_team_name_too_long_for_the_proxy_janitor_registers_nothing(registrations):
     config = pathways_config()
-    config["tpuplane:kueue"]["teams"][0]["name"] = "research" + "x" * 50
+    config["tpuplane:kueue"]["teams"][0]["name"] = long_name = "research" + "x" * 50
+    storage = config["tpuplane:storage"]  # the team's storage and roles follow its new name
+    for volume in storage["volumes"]:
+        volume["teams"] = [long_name if team == "research" else team for team in volume["teams"]]
+    storage["roles"] = {long_name: storage["roles"].pop("research")}
 
     error = plan_error(config)
 

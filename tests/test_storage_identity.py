@@ -18,14 +18,15 @@ from tpuplane.infra.storage.volumes import FilestoreShare, GcsBucket, Storage
 
 
 def bucket(name, bucket_path, read_only, *namespaces):
-    return Storage(name, GcsBucket(bucket_path), read_only, namespaces)
+    return Storage(name, GcsBucket(bucket=bucket_path), read_only, namespaces)
 
 
 STORAGES = [
     bucket("imagenet", "gs://acme-data/imagenet", True, "team-a", "team-b"),
     bucket("ckpt-a", "gs://acme-ckpt/team-a", False, "team-a"),
     bucket("ckpt-read", "gs://acme-ckpt", True, "team-a", "team-b"),
-    Storage("shared-fs", FilestoreShare("us-east5-b", "fs", "vol1", "10.0.0.2", "1Ti"), False, ("team-a",)),
+    Storage("shared-fs", FilestoreShare(location="us-east5-b", instance="fs", share="vol1", ip="10.0.0.2", size="1Ti"),
+            False, ("team-a",)),
 ]
 
 
@@ -76,9 +77,9 @@ def test_a_team_without_buckets_gets_no_grant_but_still_its_service_account():
     (["roles/a\nroles/b"], "an IAM role"),
 ])
 def test_bad_extra_roles_are_refused_with_their_index(roles, allowed):
-    [problem] = role_problems("tpuplane:kueue.teams[0].roles", roles)
+    [problem] = role_problems("tpuplane:storage.roles.research", roles)
 
-    assert problem.path == f"tpuplane:kueue.teams[0].roles[{len(roles) - 1}]" and allowed in problem.allowed
+    assert problem.path == f"tpuplane:storage.roles.research[{len(roles) - 1}]" and allowed in problem.allowed
 
 
 def test_custom_roles_of_a_project_or_organization_are_accepted():
@@ -87,6 +88,6 @@ def test_custom_roles_of_a_project_or_organization_are_accepted():
 
 @pytest.mark.parametrize("number", ["0123", "12a", "", "1" * 21])
 def test_a_project_number_is_digits(number):
-    [problem] = project_number_problems("tpuplane:projectNumber", number)
+    [problem] = project_number_problems("tpuplane:storage.projectNumber", number)
 
     assert "digits only" in problem.allowed

@@ -20,9 +20,11 @@ from tpuplane.infra.fleet.reservations import reservation_problems
 from tpuplane.infra.model import ConfigModel
 from tpuplane.infra.pathways.config import pathways_section_problems, service_problems
 from tpuplane.infra.pathways.proxy import janitor_problems
+from tpuplane.infra.storage.args import team_storage_problems
 
 RULES = {f.__code__: f.__name__ for f in (cluster_problems, pool_problems, reservation_problems, platform_problems,
-                                          service_problems, pathways_section_problems, janitor_problems)}
+                                          service_problems, pathways_section_problems, janitor_problems,
+                                          team_storage_problems)}
 MODEL_VALIDATE = ConfigModel.model_validate.__func__.__code__
 
 
@@ -48,14 +50,16 @@ def counted_calls() -> Iterator[Counter]:
 # What each example stack declares: its sections, pool groups, reservations, janitors and sidecar builds.
 EXPECTED = {
     "dev": {"read StackRoot": 1, "read ClusterSpec": 1, "cluster_problems": 1, "read SlicePoolSpec": 1,
-            "pool_problems": 1, "read BatchPlatform": 1, "platform_problems": 1},
+            "pool_problems": 1, "read BatchPlatform": 1, "platform_problems": 1,
+            "read TeamStorageSpec": 1, "team_storage_problems": 1, "read DashboardSpec": 1},
     "prod": {"read StackRoot": 1, "read ClusterSpec": 1, "cluster_problems": 1, "read SlicePoolSpec": 2,
              "pool_problems": 2, "read ReservationSpec": 1, "reservation_problems": 1, "read BatchPlatform": 1,
-             "platform_problems": 1},
+             "platform_problems": 1, "read TeamStorageSpec": 1, "team_storage_problems": 1, "read DashboardSpec": 1},
     "pathways": {"read StackRoot": 1, "read ClusterSpec": 1, "cluster_problems": 1, "read SlicePoolSpec": 2,
                  "pool_problems": 2, "read PathwaysConfig": 1, "service_problems": 1,
                  "pathways_section_problems": 1, "read BatchPlatform": 1, "platform_problems": 1,
-                 "read JanitorSpec": 2, "janitor_problems": 2, "read SidecarBuild": 1},
+                 "read JanitorSpec": 2, "janitor_problems": 2, "read SidecarBuild": 1,
+                 "read TeamStorageSpec": 1, "team_storage_problems": 1, "read DashboardSpec": 1},
 }
 
 

@@ -107,3 +107,70 @@ def test_experiment_render_multislice_on_a_single_host_type_exits_2_quoting_gke(
 def test_experiment_render_missing_file_exits_2(tmp_path: Path):
     result = invoke("experiment", "render", str(tmp_path / "nope.yaml"))
     assert result.exit_code == 2
+
+
+# ---- mounts and per-job Pathways ------------------------------------------------------------------------------
+
+PATHWAYS_STACK = ["--config", str(REPO / "stacks" / "Pulumi.pathways.yaml"), "--project-dir", str(REPO)]
+RESEARCH = ["--namespace", "research", "--queue", "research", "--capacity", "spot"]
+
+
+def test_workload_render_mounts_the_stacks_storage_by_name():
+    result = invoke(*BASE, *RESEARCH, "--mount", "datasets:/data:ro", "--mount", "checkpoints:/ckpt",
+                    *PATHWAYS_STACK)
+
+    assert result.exit_code == 0, result.output
+    [jobset] = list(yaml.safe_load_all(result.stdout))
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["volumeMounts"][1:] == [{"mountPath": "/data", "name": "datasets", "readOnly": True},
+                                                        {"mountPath": "/ckpt", "name": "checkpoints"}]
+    assert pod["serviceAccountName"] == "tpuplane-workload"
+
+
+def test_workload_render_refuses_a_mount_the_namespace_may_not_use():
+    result = CliRunner().invoke(root, [*BASE, "--namespace", "evals", "--queue", "evals", "--capacity", "spot",
+                                       "--mount", "checkpoints:/ckpt", *PATHWAYS_STACK])
+
+    assert result.exit_code == 2
+    assert "mounts: got 'checkpoints:/ckpt'; allowed: a storage namespace evals may use; checkpoints is for " \
+           "research" in result.output
+
+
+def test_workload_render_pathways_takes_the_stacks_service_images_and_a_folder_of_its_bucket():
+    result = invoke(*BASE, *RESEARCH, "--slices", "2", "--name", "llama", "--pathways", *PATHWAYS_STACK)
+
+    assert result.exit_code == 0, result.output
+    [jobset] = list(yaml.safe_load_all(result.stdout))
+    head = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    rm = next(c for c in head["initContainers"] if c["name"] == "pathways-rm")
+    assert rm["image"] == "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.0"
+    assert "--gcs_scratch_location=gs://acme-ml-shared-pw-pathways/jobs/llama" in rm["args"]
+    assert [c["name"] for c in head["containers"]] == ["jax-tpu"]
+
+
+def test_workload_render_pathways_headless_needs_no_program():
+    result = invoke("workload", "render", "--tpu-type", "v6e-16", "--pathways", "--headless",
+                    "--gcs-scratch", "gs://acme-scratch", "--jax-version", "0.9.0")
+
+    assert result.exit_code == 0, result.output
+    head = list(yaml.safe_load_all(result.stdout))[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert [c["name"] for c in head["spec"]["containers"]] == ["pathways-rm", "pathways-proxy"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--headless"], "--headless: got True; allowed: only with --pathways"),
+    (["--gcs-scratch", "gs://x-y"], "--gcs-scratch: got 'gs://x-y'; allowed: only with --pathways"),
+    (["--pathways"], "pathways.gcsScratch: got None"),
+    (["--mount", "datasets:/data:ro"], "render against the stack"),
+])
+def test_workload_render_refuses_pathways_options_and_mounts_out_of_place(args, message):
+    result = CliRunner().invoke(root, [*BASE, *args])
+
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_workload_render_without_a_program_names_the_option():
+    result = CliRunner().invoke(root, ["workload", "render", "--tpu-type", "v6e-16"])
+
+    assert result.exit_code == 2
+    assert "--image: got None; allowed: a value: this option is required" in result.output

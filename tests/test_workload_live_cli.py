@@ -2,9 +2,11 @@
 line on stderr and exit 2, never a traceback or a hang; reads and writes go where they should.
 
 The unreachable and stalled API servers are real sockets. Everything that needs an API server to answer uses
-`standin_api` (recorded objects, the API server's own Status bodies), because no API server runs here yet:
-`tpuplane sandbox` (issue 18) will give these commands a real one, and its live tests supersede the stand-in's.
-`logs` needs a kubelet, which no test here can have: its stream comes from the stand-in for good.
+`standin_api` (objects as `recorded_kueue` writes them, the API server's own Status bodies), so that the unit tier
+covers every command and every failure quickly; the e2e tier runs the same commands against the real control
+plane of `tpuplane sandbox` (tests/e2e/test_day_two.py, test_day_two_cohort.py), and holds the recorded objects
+against what it returns. `logs` needs a kubelet, which the sandbox does not have: its stream is tested here, against
+the stand-in, and nowhere else.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from typer.testing import CliRunner
 import recorded_kueue as rk
 from standin_api import not_found, object_list, standin_api, status, write_kubeconfig
 from tpuplane.cli.main import app
+from tpuplane.infra.batch.workload import DEFAULT_TTL
 from tpuplane.infra.batch.workload_state import LIST_SCHEMA
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"
-SHORT = (f"couldn't assign flavors to pod set slice: insufficient unused quota for {rk.TPU} in flavor {rk.FLAVOR}, "
-         "32 more needed")
+SHORT = rk.short_of_quota("slice", 32, 32)  # as Kueue writes it for a tpuplane ClusterQueue
 
 # Every live command, as a user would type it (the kubeconfig is appended).
 LIVE_COMMANDS = {
@@ -238,6 +240,13 @@ def test_queues_for_a_team_the_cluster_does_not_have(world):
                                   "team-b, unassigned")
 
 
+def test_queues_for_a_resource_no_queue_covers(world):
+    result = tpuplane("queues", "--resource", "nvidia.com/gpu", "--kubeconfig", str(world.kubeconfig))
+
+    assert_one_line_error(result, "error: --resource: got 'nvidia.com/gpu'; allowed: a resource the ClusterQueues "
+                                  "cover: cpu, google.com/tpu, memory")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # submit: checked on the cluster's own queues and nodes, then server-side applied
 
@@ -266,6 +275,22 @@ def test_submit_server_dry_run_stores_nothing(world, jobsets_file):
 
     assert result.exit_code == 0, result.output
     assert [r.query["dryRun"] for r in world.requests if r.method == "PATCH"] == [["All"]]
+
+
+def test_submit_refused_by_an_admission_webhook_is_not_called_forbidden_by_rbac(world, jobsets_file):
+    """controller-runtime's webhooks deny with 403 (the body as the sandbox's API server returned it)."""
+    message = ('admission webhook "vjobset.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/queue-name]: '
+               'Invalid value: "Team_A": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+               "characters, '-' or '.'")
+    world.serve(f"{JOBSETS}/a-new", not_found("jobsets", "jobset.x-k8s.io", "a-new"), 404)
+    world.serve(f"{JOBSETS}/a-new", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                     "message": message, "reason": "Forbidden", "code": 403}, 403, method="PATCH")
+
+    result = tpuplane("workload", "submit", str(jobsets_file), "--kubeconfig", str(world.kubeconfig))
+
+    line = assert_one_line_error(result, "error: apply JobSet team-a/a-new: the API server refused it: admission "
+                                         'webhook "vjobset.kb.io" denied the request: ')
+    assert "RBAC" not in line
 
 
 def test_submit_refuses_what_could_never_run_with_the_checks_reasons(world, tmp_path):
@@ -309,6 +334,7 @@ def test_submit_an_experiment_skips_trials_already_there(world, tmp_path):
     from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
 
     spec = {"name": "lr", "queue": "team-a", "namespace": "team-a", "grid": {"lr": [0.1, 0.2]},
+            "ttlSecondsAfterFinished": DEFAULT_TTL,  # as submit renders it
             "jobs": [{"tpuType": "v6e-16", "image": "img:1", "command": "python train.py"}]}
     import yaml
 
@@ -324,6 +350,27 @@ def test_submit_an_experiment_skips_trials_already_there(world, tmp_path):
     assert result.exit_code == 0, result.output
     assert f"{first['metadata']['name']}: already submitted (same trial)" in result.stderr
     assert [r.path.rsplit("/", 1)[1] for r in world.requests if r.method == "PATCH"] == [second_name]
+
+
+def test_submit_refuses_a_trial_whose_experiment_changed_since_it_was_submitted(world, tmp_path):
+    """A trial's name hashes its parameters only: an edited template (here the image) is the same name, another
+    spec, which a resubmit must not silently skip."""
+    from tpuplane.infra.batch.experiments import ExperimentSpec, render_experiment
+    import yaml
+
+    spec = {"name": "lr", "queue": "team-a", "namespace": "team-a", "grid": {"lr": [0.1]},
+            "ttlSecondsAfterFinished": DEFAULT_TTL,
+            "jobs": [{"tpuType": "v6e-16", "image": "img:1", "command": "python train.py"}]}
+    (submitted,) = render_experiment(ExperimentSpec.model_validate(spec))
+    world.serve(f"{JOBSETS}/{submitted['metadata']['name']}", submitted)
+    spec["jobs"][0]["image"] = "img:2"
+    (tmp_path / "lr.yaml").write_text(yaml.safe_dump(spec))
+
+    result = tpuplane("experiment", "submit", str(tmp_path / "lr.yaml"), "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 1
+    assert f"{submitted['metadata']['name']}: this trial was submitted with another spec" in result.stderr
+    assert [r for r in world.requests if r.method == "PATCH"] == []
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -393,17 +440,34 @@ def test_wait_times_out_with_exit_124_and_says_where_it_is(world):
                       "--kubeconfig", str(world.kubeconfig))
 
     assert result.exit_code == 124
-    assert "timed out after 0s waiting for a-big to be running: it is pending (WaitingForQuota)" in result.stderr
+    assert "timed out after 0.2s waiting for a-big to be running: it is pending (WaitingForQuota)" in result.stderr
+
+
+def test_wait_on_a_server_slower_than_what_is_left_of_the_timeout_still_times_out(world):
+    """The last reads get only what is left of --timeout: a remote server slower than that ends in 124, not in
+    'unreachable' (exit 2)."""
+    world.latency = 0.3
+
+    result = tpuplane("workload", "wait", "a-big", "--for", "running", "--timeout", "1s",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 124, result.output
+    assert "timed out after 1s waiting for a-big to be running" in result.stderr
+
+
+def test_wait_still_pending_at_the_timeout_exits_124(world):
+    result = tpuplane("workload", "wait", "a-big", "--for", "admitted", "--timeout", "2s",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 124  # a-big never gets admitted on the stand-in
 
 
 def test_wait_reached_exits_0(world):
-    result = tpuplane("workload", "wait", "a-big", "--for", "admitted", "--timeout", "5s",
-                      "--kubeconfig", str(world.kubeconfig))
-
-    assert result.exit_code == 124  # still pending: a-big never gets admitted on the stand-in
     world.serve(f"{JOBSETS}/a-train", rk.jobset("a-train", "team-a", queue="team-a", ready=2))
+
     result = tpuplane("workload", "wait", "a-train", "--for", "admitted", "--timeout", "5s",
                       "--kubeconfig", str(world.kubeconfig))
+
     assert result.exit_code == 0, result.output
     assert "a-train is running" in result.stderr
 
@@ -423,6 +487,7 @@ def test_wait_on_a_failed_workload_exits_125(world):
 
 
 def test_logs_reads_the_pod_of_the_slice_and_worker_asked_for(standin):
+    """A stand-in on purpose: a pod's log comes from its node's kubelet, and the sandbox's nodes (kwok) have none."""
     a_train = rk.jobset("a-train", "team-a", queue="team-a", slices=2)
     pods = [rk.pod(a_train, s, w) for s in range(2) for w in range(4)]
     standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", pods))
@@ -438,6 +503,22 @@ def test_logs_reads_the_pod_of_the_slice_and_worker_asked_for(standin):
     assert result.stdout == "step 1 loss 2.3\nstep 2 loss 1.9\n"
     (request,) = [r for r in standin.requests if r.path == log_path]
     assert request.query == {"container": ["jax-tpu"], "follow": ["false"], "tailLines": ["2"]}
+
+
+def test_logs_follow_streams_until_the_server_ends_it(standin):
+    """A stand-in, as above. Following must not give the client a read timeout it refuses (it once raised a
+    traceback for `(connect, None)`)."""
+    a_train = rk.jobset("a-train", "team-a", queue="team-a")
+    pod = rk.pod(a_train, 0, 0)
+    standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", [pod]))
+    log_path = f"/api/v1/namespaces/team-a/pods/{pod['metadata']['name']}/log"
+    standin.serve(log_path, b"step 1\nstep 2\n")
+
+    result = tpuplane("workload", "logs", "a-train", "-f", "--kubeconfig", str(standin.kubeconfig))
+
+    assert (result.exit_code, result.stdout) == (0, "step 1\nstep 2\n")
+    (request,) = [r for r in standin.requests if r.path == log_path]
+    assert request.query["follow"] == ["true"]
 
 
 def test_logs_of_a_worker_that_does_not_exist_lists_those_that_do(standin):

@@ -18,8 +18,7 @@ from tpuplane.infra.batch.workload_state import (
 )
 
 NOW = rk.NOW.timestamp()
-QUOTA_MESSAGE = (f"couldn't assign flavors to pod set slice: insufficient unused quota for {rk.TPU} in flavor "
-                 f"{rk.FLAVOR}, 32 more needed")
+QUOTA_MESSAGE = rk.short_of_quota("slice", 32, 32)  # as Kueue writes it for a tpuplane ClusterQueue
 
 
 @pytest.fixture
@@ -60,14 +59,17 @@ def test_state_pending_takes_the_granular_reason_from_kueues_message(a_big):
 
 
 @pytest.mark.parametrize("message, reason", [
-    (f"couldn't assign flavors to pod set slice: flavor {rk.FLAVOR} doesn't match node affinity", "NoMatchingFlavor"),
-    (f"couldn't assign flavors to pod set slice: untolerated taint {{google.com/tpu present NoSchedule <nil>}} in "
-     f"flavor {rk.FLAVOR}", "NoMatchingFlavor"),
-    (f"couldn't assign flavors to pod set slice: insufficient quota for {rk.TPU} in flavor {rk.FLAVOR}, previously "
-     f"considered podsets requests (0) + current podset request (96) > maximum capacity (64)", "ExceedsMaxQuota"),
+    (rk.refused("slice", 32, f"flavor {rk.FLAVOR} doesn't match node affinity"), "NoMatchingFlavor"),
+    (rk.refused("slice", 32, f"untolerated taint {{google.com/tpu present NoSchedule <nil>}} in flavor {rk.FLAVOR}"),
+     "NoMatchingFlavor"),
+    (rk.beyond_quota("slice", 96, 64), "ExceedsMaxQuota"),
+    (rk.short_of_quota("slice", 32, 16), "WaitingForQuota"),
+    (f"couldn't assign flavors to pod set slice: insufficient quota for {rk.TPU} in flavor {rk.CPU_FLAVOR}, "
+     "previously considered podsets requests (0) + current podset request (16) > maximum capacity (0)",
+     "ExceedsMaxQuota"),
     ("LocalQueue team-x doesn't exist", "Misconfigured"),
     ("Workload no longer fits after processing another workload", "Pending"),
-])
+], ids=["selector", "taint", "beyond", "short", "only-a-flavor-without-chips", "queue", "other"])
 def test_state_pending_reason_per_kueue_message(a_big, message, reason):
     assert state_of(a_big, rk.workload(a_big, conditions=rk.pending_conditions(message))).reason == reason
 

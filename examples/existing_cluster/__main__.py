@@ -1,5 +1,6 @@
-"""Add two TPU slice groups, Kueue, JobSet and team queues to a GKE cluster that already exists (made by your own
-Terraform or Pulumi). Nothing here adopts a tpuplane stack config: each component takes its own Args.
+"""Add two TPU slice groups, Kueue, JobSet, team queues and the teams' storage to a GKE cluster that already exists
+(made by your own Terraform or Pulumi). Nothing here adopts a tpuplane stack config: each component takes its own
+Args.
 
     pulumi config set gcp:project acme-ml
     pulumi config set cluster ml-prod          # the existing cluster: name, location, TPU zone
@@ -9,14 +10,25 @@ Terraform or Pulumi). Nothing here adopts a tpuplane stack config: each componen
     pulumi config set cpuPool system           # its CPU node pool: Kueue and JobSet run there
     pulumi up
 
-Set `createNodePools false` when the pools exist already (only the queues follow them), and `installControllers
-false` when Kueue and JobSet run there already.
+Set `createNodePools false` when the pools exist already (only the queues follow them), `installControllers
+false` when Kueue and JobSet run there already, and `grantAccess false` when the teams' IAM grants are made
+elsewhere. The cluster needs Workload Identity and the Cloud Storage FUSE CSI driver, as tpuplane's clusters have.
 """
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tpuplane.components import BatchStack, BatchStackArgs, KueueTeamArgs, TpuSlicePool, TpuSlicePoolArgs
+from tpuplane.components import (
+    BatchStack,
+    BatchStackArgs,
+    KueueTeamArgs,
+    SliceAutoscalingArgs,
+    StorageVolumeArgs,
+    TeamStorage,
+    TeamStorageArgs,
+    TpuSlicePool,
+    TpuSlicePoolArgs,
+)
 
 config = pulumi.Config()
 cluster = dict(project=pulumi.Config("gcp").require("project"), cluster=config.require("cluster"),
@@ -26,8 +38,9 @@ cluster = dict(project=pulumi.Config("gcp").require("project"), cluster=config.r
                # multi-networking and Dataplane V2; an existing cluster may have neither
                accelerator_network=config.get_bool("acceleratorNetwork") or False)
 
-# Two slice groups: one node pool per slice (train-0 ... train-3, serve-0, serve-1).
-groups = {"train": TpuSlicePoolArgs(**cluster, tpu_type="v6e-16", slices=4, capacity="spot"),
+# Two slice groups: one node pool per slice (train-0 ... train-3, serve-0, serve-1); train scales from zero.
+groups = {"train": TpuSlicePoolArgs(**cluster, tpu_type="v6e-16", capacity="spot",
+                                    autoscaling=SliceAutoscalingArgs(min_slices=0, max_slices=4)),
           "serve": TpuSlicePoolArgs(**cluster, tpu_type="v6e-8", slices=2)}
 if config.get_bool("createNodePools") is False:
     pools = [TpuSlicePool.describe(name, args) for name, args in groups.items()]
@@ -39,11 +52,20 @@ else:
 
 # Kueue and JobSet through the cluster's own kubeconfig context; quotas follow the two groups above.
 kubernetes = k8s.Provider("existing-cluster", context=config.get("kubeContext"))
+teams = [KueueTeamArgs(name="research", share=0.5), KueueTeamArgs(name="serving", share=0.5, priority="high")]
 batch = BatchStack("batch", BatchStackArgs(
-    pools=pools,
-    teams=[KueueTeamArgs(name="research", share=0.5), KueueTeamArgs(name="serving", share=0.5, priority="high")],
+    pools=pools, teams=teams,
     cpu_pool_name=config.require("cpuPool"), cpu_machine_type="n2-standard-16", cpu_max_nodes=3,
     install_controllers=config.get_bool("installControllers") is not False),
     opts=pulumi.ResourceOptions(providers=[kubernetes]))
 
+# Each team's jobs run as its `tpuplane-workload` service account; research mounts its checkpoint bucket
+# (`--mount checkpoints:/ckpt`), which that account may read and write.
+storage = TeamStorage("storage", TeamStorageArgs(
+    project=cluster["project"], teams=[{"name": team["name"]} for team in teams],
+    volumes=[StorageVolumeArgs(name="checkpoints", teams=["research"], gcs={"bucket": "gs://acme-ml-checkpoints"})],
+    grant_access=config.get_bool("grantAccess") is not False),
+    opts=pulumi.ResourceOptions(providers=[kubernetes], depends_on=[batch]))
+
 pulumi.export("local_queues", batch.local_queues)
+pulumi.export("service_accounts", storage.service_accounts)

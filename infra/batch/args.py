@@ -23,6 +23,7 @@ from tpuplane.infra.batch.platform import BATCH_ARGS, BatchPlatform
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.pools import pool_problems
 from tpuplane.infra.naming import DNS_LABEL
+from tpuplane.infra.storage.args import TeamStorageSpec, read_team_storage
 
 
 def read_platform(raw: object, source: Source | None = None, *, supplied: Mapping[str, Any] | None = None
@@ -129,16 +130,18 @@ def _service_namespace_problems(platform: BatchPlatform, source: Source) -> list
             for i, namespace in enumerate(platform.service_namespaces) if namespace in teams]
 
 
-def rendered_workload(args: object, path: str, field: str, model: type,
-                      render: Callable[[Any, BatchPlatform | None], Any]) -> Any:
+def rendered_workload(args: object, path: str, field: str, model: type, render: Callable[..., Any]) -> Any:
     """The Args of `TpuWorkload` (`field` "workload") or `TpuExperiment` ("experiment"): the document, spelled as
-    its file spells it, checked and rendered against the pools and queues of `batch` (a `BatchStackArgs`)."""
+    its file spells it, checked and rendered against the pools and queues of `batch` (a `BatchStackArgs`) and the
+    storage of `storage` (a `TeamStorageArgs`)."""
     args = given(args, path)
-    reject_unknown(args, path, (field, "batch"))
-    batch = args.get("batch")
+    reject_unknown(args, path, (field, "batch", "storage"))
+    batch, storage = args.get("batch"), args.get("storage")
     platform = read_platform(batch, Source.args(f"{path}.batch", BatchPlatform)) if batch is not None else None
+    team_storage = read_team_storage(storage, Source.args(f"{path}.storage", TeamStorageSpec)) \
+        if storage is not None else None
     spec = read(model, args.get(field), Source.config(f"{path}.{field}", model))
     try:
-        return render(spec, platform)
+        return render(spec, platform, storage=team_storage)
     except ConfigError as exc:
         raise ConfigError([dataclasses.replace(p, path=f"{path}.{field}.{p.path}") for p in exc.problems]) from None

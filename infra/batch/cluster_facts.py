@@ -2,9 +2,10 @@
 
 `tpuplane workload submit` without `--stack` and `tpuplane workload why` judge a JobSet with the very simulation
 `workload check` runs (`tpuplane.infra.batch.schedule_check`), on what the cluster holds: ResourceFlavors,
-ClusterQueues and LocalQueues as they are, and node pools gathered from the nodes (GKE's `gke-nodepool` label;
-a node without one is a pool of its own). A pool's labels are those all its nodes share; its allocatable is its
-smallest node's, so a pod that fits the pool fits every node of it. Cordoned nodes take no pods and are left out.
+ClusterQueues, LocalQueues and WorkloadPriorityClasses as they are, and node pools gathered from the nodes (GKE's
+`gke-nodepool` label; a node without one is a pool of its own). A pool's labels are those all its nodes share; its
+allocatable is its smallest node's, so a pod that fits the pool fits every node of it. Cordoned nodes take no pods
+and are left out.
 """
 
 from __future__ import annotations
@@ -74,8 +75,13 @@ def as_manifest(obj: Obj) -> dict[str, Any]:
 
 
 def cluster_facts(flavors: Iterable[Obj], cluster_queues: Iterable[Obj], local_queues: Iterable[Obj],
-                  nodes: Iterable[Obj]) -> StackFacts:
-    """What the scheduling check needs, from the objects the API server returned."""
+                  nodes: Iterable[Obj], priority_classes: Iterable[Obj] | None = None,
+                  claims: Iterable[Obj] | None = None) -> StackFacts:
+    """What the scheduling check needs, from the objects the API server returned (WorkloadPriorityClasses or
+    PersistentVolumeClaims None when they could not be read: the check then takes any priority, or any claim)."""
+    namespaces_of: dict[str, set[str]] = {}
+    for claim in claims or ():
+        namespaces_of.setdefault(meta(claim, "name"), set()).add(meta(claim, "namespace"))
     return StackFacts(
         flavors={meta(f, "name"): {"metadata": {"name": meta(f, "name")}, "spec": dict(field(f, "spec") or {})}
                  for f in flavors},
@@ -83,4 +89,6 @@ def cluster_facts(flavors: Iterable[Obj], cluster_queues: Iterable[Obj], local_q
         local_queues={(meta(q, "namespace"), meta(q, "name")): text(field(q, "spec", "clusterQueue"))
                       for q in local_queues},
         pools=node_pools(nodes),
+        priority_classes=None if priority_classes is None else frozenset(meta(c, "name") for c in priority_classes),
+        claims=None if claims is None else {name: tuple(sorted(where)) for name, where in sorted(namespaces_of.items())},
     )

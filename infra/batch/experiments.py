@@ -28,12 +28,16 @@ from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.args import Source, read
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.naming import DNS_LABEL
+from tpuplane.infra.storage.args import TeamStorageSpec
 from tpuplane.infra.yaml_input import read_yaml_file
 from tpuplane.infra.batch.workload import TpuWorkloadSpec, max_name_length, render_tpu_jobset, workload_problems
 
 ParamValue = Union[bool, int, float, str]
 EXPERIMENT_LABEL = "tpuplane.dev/experiment"
 TRIAL_LABEL = "tpuplane.dev/trial"
+# A digest of the trial's whole JobSet spec: its id names the parameters only, so this tells a trial of a changed
+# template (image, command, slices) from the one already submitted.
+TRIAL_SPEC_ANNOTATION = "tpuplane.dev/trial-spec"
 TRIAL_PARAMS_ENV = "TPUPLANE_TRIAL_PARAMS"
 TRIAL_ID_LENGTH = 6  # base32 (a-z, 2-7): 30 bits; a collision inside one sweep is refused, never silent
 MAX_TRIALS = 1000  # a typo in a grid must not submit ten thousand JobSets
@@ -124,7 +128,8 @@ def _same_id_problems(exp: ExperimentSpec, trials: list[Trial]) -> list[Problem]
     return problems
 
 
-def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = None) -> list[Problem]:
+def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = None,
+                        storage: TeamStorageSpec | None = None) -> list[Problem]:
     """Rules of the experiment file, then every rule of a workload, checked on its longest trial name."""
     problems = []
     if exp.grid and exp.trials:
@@ -160,16 +165,38 @@ def experiment_problems(exp: ExperimentSpec, platform: BatchPlatform | None = No
                                    else ""),
                                 f"trial JobSets are named like '{sample.name}'"))
         return problems
-    return problems + [p for p in workload_problems(sample, platform) if p.path != "name"]
+    return problems + [p for p in workload_problems(sample, platform, storage) if p.path != "name"]
 
 
-def render_experiment(exp: ExperimentSpec, platform: BatchPlatform | None = None) -> list[dict[str, Any]]:
-    """One JobSet per trial, in trial order. Raises ConfigError."""
-    problems = experiment_problems(exp, platform)
+def render_experiment(exp: ExperimentSpec, platform: BatchPlatform | None = None, *,
+                      storage: TeamStorageSpec | None = None) -> list[dict[str, Any]]:
+    """One JobSet per trial, in trial order; `storage` is the stack's, which the mounts name. Raises ConfigError."""
+    problems = experiment_problems(exp, platform, storage)
     if problems:
         raise ConfigError(problems)
-    return [render_tpu_jobset(trial_workload(exp, t), platform, system_labels=trial_labels(exp, t))
+    return [_with_spec_digest(render_tpu_jobset(trial_workload(exp, t), platform, storage=storage,
+                                                system_labels=trial_labels(exp, t)))
             for t in expand_trials(exp)]
+
+
+def _with_spec_digest(jobset: dict[str, Any]) -> dict[str, Any]:
+    spec = json.dumps(jobset["spec"], sort_keys=True, separators=(",", ":"))
+    jobset["metadata"].setdefault("annotations", {})[TRIAL_SPEC_ANNOTATION] = hashlib.sha256(
+        spec.encode()).hexdigest()[:16]
+    return jobset
+
+
+def same_trial(submitted: dict[str, Any], jobset: dict[str, Any]) -> bool | None:
+    """Is the `submitted` JobSet this very trial (True), another spec of the same trial (False), or not a trial of
+    this experiment at all (None)?"""
+    def meta(obj: dict[str, Any], key: str) -> dict[str, Any]:
+        return (obj.get("metadata") or {}).get(key) or {}
+
+    mine, theirs = meta(jobset, "labels"), meta(submitted, "labels")
+    if not mine.get(TRIAL_LABEL) or any(mine.get(k) != theirs.get(k) for k in (EXPERIMENT_LABEL, TRIAL_LABEL)):
+        return None
+    return meta(jobset, "annotations").get(TRIAL_SPEC_ANNOTATION) == meta(submitted, "annotations").get(
+        TRIAL_SPEC_ANNOTATION)
 
 
 def load_experiment(path: Path) -> ExperimentSpec:

@@ -117,7 +117,9 @@ def kueue_manager_config(platform: BatchPlatform) -> str:
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
+        # Quota use per ClusterQueue and flavor (kueue_cluster_queue_resource_usage, ..._nominal_quota): what the
+        # fleet dashboard charts. Off by default in Kueue.
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "controller": {"groupKindConcurrency": {

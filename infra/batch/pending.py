@@ -17,7 +17,16 @@ from decimal import Decimal
 
 from tpuplane.infra.batch.api_objects import Obj, condition, field, is_true, items, labels, meta, quantity, text
 from tpuplane.infra.batch.kueue import PROVISIONING_CONTROLLER
-from tpuplane.infra.batch.kueue_messages import AFFINITY, EXCEEDS, SHORT, TAINT, UNCOVERED, pod_set_messages
+from tpuplane.infra.batch.kueue_messages import (
+    EXCEEDS_MAX_QUOTA,
+    NO_MATCHING_FLAVOR,
+    TAINT,
+    WAITING_FOR_QUOTA,
+    PodSetMessage,
+    Refusal,
+    holding_refusals,
+    pod_set_messages,
+)
 from tpuplane.infra.batch.queue_usage import QueueBook, amount_text
 from tpuplane.infra.batch.schedule_check import NodePoolFacts, ScheduleCheck, selects
 from tpuplane.infra.batch.workload import QUEUE_LABEL
@@ -119,9 +128,11 @@ def _quota_reason(facts: WorkloadFacts, pod_set: str, found: re.Match[str]) -> R
                          f"{amount_text(resource, quota.used)} in use ({amount_text(resource, quota.borrowed)} "
                          f"borrowed){limit}.")
             if cq.cohort:
-                words.append(f"Its cohort {cq.cohort} could lend {amount_text(resource, book.from_cohort(queue, key))} "
-                             f"more now ({amount_text(resource, max(Decimal(0), book.pool_free(cq.cohort, key)))} "
-                             f"of the cohort's pooled quota is free).")
+                lend = book.from_cohort(queue, key)
+                others = book.free_in_others(queue, key)
+                capped = f"; its borrowing limit allows {amount_text(resource, lend)}" if lend < others else ""
+                words.append(f"Its cohort {cq.cohort} could lend {amount_text(resource, lend)} more now (the other "
+                             f"ClusterQueues of the cohort have {amount_text(resource, others)} free{capped}).")
             else:
                 words.append("It is in no cohort, so it cannot borrow.")
         members = {q.name for q in book.members(cq.cohort)} if cq.cohort else {queue}
@@ -190,31 +201,38 @@ def selector_offer(pod: Obj, pools: Sequence[NodePoolFacts]) -> str:
     return f"{wanted} Node pools: {shown}."
 
 
-def _no_flavor_reason(facts: WorkloadFacts, pod_set: str, message: str) -> Reason:
-    refusals = [f"flavor {m.group('flavor')} does not match its node selector/affinity"
-                for m in AFFINITY.finditer(message)]
-    refusals += [f"flavor {m.group('flavor')} has taint {m.group('taint')}, which its pods do not tolerate"
-                 for m in TAINT.finditer(message)]
+def _no_flavor_reason(facts: WorkloadFacts, pod_set: str, refused: Sequence[Refusal]) -> Reason:
+    words = [f"flavor {r.flavor} has taint {r.found.group('taint')}, which its pods do not tolerate"
+             if r.found.re is TAINT else f"flavor {r.flavor} does not match its node selector/affinity"
+             for r in refused]
     pod = _pod_templates(facts.jobset).get(pod_set) or next(iter(_pod_templates(facts.jobset).values()), {})
     lead = f"pod set {pod_set}: " if pod_set else ""
-    return Reason("no-flavor", f"{lead}no flavor of {_queue_words(facts)} fits: {'; '.join(refusals)}. "
+    return Reason("no-flavor", f"{lead}no flavor of {_queue_words(facts)} fits: {'; '.join(words)}. "
                                f"{selector_offer(pod, facts.pools)}")
+
+
+def _uncovered_reason(facts: WorkloadFacts, pod_set: str, refusal: Refusal) -> Reason:
+    return Reason("uncovered-resource", f"pod set {pod_set or '?'} requests {refusal.found.group('resource')}, for "
+                                        f"which {_queue_words(facts)} has no quota: Kueue never admits it. Drop the "
+                                        "request, or add the resource to a resource group of the queue.")
+
+
+def _pod_set_reasons(facts: WorkloadFacts, part: PodSetMessage) -> list[Reason]:
+    """What holds one pod set (`kueue_messages.holding_refusals`): the flavors that refuse it outright are left
+    out while another flavor only lacks free quota."""
+    holding = holding_refusals(part.text)
+    found = [_exceeds_reason(facts, part.pod_set, r.found) for r in holding if r.reason == EXCEEDS_MAX_QUOTA]
+    found += [_quota_reason(facts, part.pod_set, r.found) for r in holding if r.reason == WAITING_FOR_QUOTA]
+    mismatched = [r for r in holding if r.reason == NO_MATCHING_FLAVOR and r.flavor]
+    if mismatched:
+        found.append(_no_flavor_reason(facts, part.pod_set, mismatched))
+    return found + [_uncovered_reason(facts, part.pod_set, r) for r in holding if not r.flavor]
 
 
 def _pending_reasons(facts: WorkloadFacts, reserved: Obj) -> list[Reason]:
     message = text(reserved.get("message"))
     reason = text(reserved.get("reason"))
-    found: list[Reason] = []
-    for part in pod_set_messages(message):
-        found += [_exceeds_reason(facts, part.pod_set, m) for m in EXCEEDS.finditer(part.text)]
-        found += [_quota_reason(facts, part.pod_set, m) for m in SHORT.finditer(part.text)]
-        if AFFINITY.search(part.text) or TAINT.search(part.text):
-            found.append(_no_flavor_reason(facts, part.pod_set, part.text))
-        found += [Reason("uncovered-resource", f"pod set {part.pod_set or '?'} requests {m.group('resource')}, for "
-                                               f"which {_queue_words(facts)} has no "
-                                               "quota: Kueue never admits it. Drop the request, or add the resource "
-                                               "to a resource group of the queue.")
-                  for m in UNCOVERED.finditer(part.text)]
+    found = [r for part in pod_set_messages(message) for r in _pod_set_reasons(facts, part)]
     if found:
         return found
     if reason in ("Misconfigured", "Inadmissible") or "doesn't exist" in message or "not found" in message:
@@ -227,6 +245,17 @@ def _pending_reasons(facts: WorkloadFacts, reserved: Obj) -> list[Reason]:
         return [Reason("waiting", "Kueue preempted lower-priority workloads to make room for it and waits for them "
                                   "to release their quota.")]
     return [Reason("waiting", f"queued: {message or reason or 'waiting for Kueue to evaluate it'}.")]
+
+
+def _queued_reason(facts: WorkloadFacts) -> Reason:
+    """No QuotaReserved condition yet: Kueue has not tried it (it tries the head of each queue, and a BestEffortFIFO
+    queue whose head cannot be admitted leaves the workloads behind it untried until quota frees up)."""
+    queue = _cluster_queue(facts)
+    book = facts.book
+    pending = book.cluster_queues[queue].pending if book is not None and queue in book.cluster_queues else 0
+    behind = (f" ClusterQueue {queue} has {pending} pending workloads; Kueue tries them in priority order, then "
+              "oldest first, and tries the next ones when quota frees up.") if pending > 1 else ""
+    return Reason("waiting", f"queued: Kueue has not tried to admit it yet.{behind}")
 
 
 def _admission_check_reasons(facts: WorkloadFacts) -> list[Reason]:
@@ -295,7 +324,7 @@ def pod_reasons(facts: WorkloadFacts) -> list[Reason]:
     templates = _pod_templates(facts.jobset)
     for what, pods in _grouped(unplaced).items():
         pod = next(iter(templates.values()), {})
-        found.append(Reason("unschedulable", f"kube-scheduler cannot place {_pods_text(pods)}: {what}. "
+        found.append(Reason("unschedulable", f"kube-scheduler cannot place {_pods_text(pods)}: {what.rstrip('.')}. "
                                              f"{selector_offer(pod, facts.pools)}"))
     return found
 
@@ -340,13 +369,15 @@ def explain(facts: WorkloadFacts) -> list[Reason]:
         if QUEUE_LABEL not in labels(facts.jobset):
             found.append(Reason("not-managed", f"it has no {QUEUE_LABEL} label, so Kueue does not manage it: no "
                                                "quota applies and kube-scheduler alone places its pods."))
+        elif facts.check is not None and not facts.check.ok:
+            found.append(Reason("no-workload", "Kueue has made no Workload for it: the scheduling check below says "
+                                               "why."))
         else:
             found.append(Reason("no-workload", "Kueue has not created its Workload yet: if this lasts, check that "
                                                "the Kueue controller runs and manages JobSets in this namespace."))
     elif not is_true(facts.workload, "QuotaReserved") and state is not State.EVICTED:
         reserved = condition(facts.workload, "QuotaReserved")
-        found += _pending_reasons(facts, reserved) if reserved is not None else [
-            Reason("waiting", "queued: Kueue has not evaluated it yet.")]
+        found += _pending_reasons(facts, reserved) if reserved is not None else [_queued_reason(facts)]
     elif not is_true(facts.workload, "Admitted"):
         found += _admission_check_reasons(facts)
     found += pod_reasons(facts)

@@ -145,6 +145,13 @@ class QueueBook:
         quotas = [q.quotas[key] for q in self.members(cohort) if key in q.quotas]
         return sum((q.pooled for q in quotas), ZERO) - sum((q.drawn for q in quotas), ZERO)
 
+    def free_in_others(self, queue: str, key: FlavorResource) -> Decimal:
+        """The part of the cohort's free pool that is not `queue`'s own idle quota: what the others could lend."""
+        cq = self.cluster_queues[queue]
+        quota = cq.quotas.get(key)
+        own = max(ZERO, quota.pooled - quota.drawn) if quota is not None else ZERO
+        return max(ZERO, self.pool_free(cq.cohort, key) - own) if cq.cohort else ZERO
+
     def available(self, queue: str, key: FlavorResource) -> Decimal:
         """What a workload of `queue` can be admitted with now, in `key` (Kueue's Available)."""
         cq = self.cluster_queues[queue]

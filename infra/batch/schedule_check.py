@@ -17,11 +17,13 @@ passes may still wait its turn, but one it refuses would never run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any, Iterable, Mapping, Sequence
 
 from tpuplane.infra.batch.admission import QUEUE_LABEL, admitted
 from tpuplane.infra.batch.kueue import CPU_FLAVOR, render_cluster_queues, render_flavors, render_local_queues
+from tpuplane.infra.batch.kueue_config import PRIORITIES
+from tpuplane.infra.batch.workload import PRIORITY_LABEL
 from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
@@ -37,6 +39,7 @@ from tpuplane.infra.fleet.scheduling import (
     tpu_node_labels,
     tpu_node_taints,
 )
+from tpuplane.infra.storage.args import TeamStorageSpec
 
 
 _GKE_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule", "NO_EXECUTE": "NoExecute"}
@@ -63,12 +66,15 @@ class NodePoolFacts:
 
 @dataclass(frozen=True)
 class StackFacts:
-    """The Kueue objects and node pools of one stack."""
+    """The Kueue objects, node pools and storage claims of one stack."""
 
     flavors: Mapping[str, Mapping[str, Any]]
     cluster_queues: Mapping[str, Mapping[str, Any]]
     local_queues: Mapping[tuple[str, str], str]  # (namespace, name) -> ClusterQueue
     pools: tuple[NodePoolFacts, ...]
+    priority_classes: frozenset[str] | None = None  # WorkloadPriorityClass names; None when not known
+    # storage (claim) name -> its namespaces; None when not known (a cluster whose claims could not be read)
+    claims: Mapping[str, tuple[str, ...]] | None = None
 
 
 def _allocatable(machine_type: str) -> tuple[Decimal | None, Decimal | None]:
@@ -79,7 +85,8 @@ def _allocatable(machine_type: str) -> tuple[Decimal | None, Decimal | None]:
     return Decimal(allocatable.millicores) / 1000, Decimal(allocatable.memory_mib)
 
 
-def stack_facts(tpu_pools: Sequence[SlicePoolSpec], platform: BatchPlatform) -> StackFacts:
+def stack_facts(tpu_pools: Sequence[SlicePoolSpec], platform: BatchPlatform,
+                storage: TeamStorageSpec | None = None) -> StackFacts:
     """Everything the simulation needs, from the same renderers and plans the stack program uses."""
     pools = []
     for group in plan_tpu_pools(tpu_pools):
@@ -105,6 +112,8 @@ def stack_facts(tpu_pools: Sequence[SlicePoolSpec], platform: BatchPlatform) -> 
         local_queues={(q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
                       for q in render_local_queues(platform)},
         pools=tuple(pools),
+        priority_classes=frozenset(PRIORITIES),
+        claims={s.name: tuple(sorted(s.namespaces)) for s in storage.storages} if storage is not None else {},
     )
 
 
@@ -122,6 +131,7 @@ class PodSet:
     per_job: int  # pods of one child Job (a slice's worth for TPU jobs)
     template: Mapping[str, Any]  # the pod spec
     requests: Mapping[str, Decimal]  # per pod; cpu in cores, memory in MiB, others in units
+    exclusive: bool = False  # its Jobs carry JobSet's exclusive-topology annotation themselves
 
 
 def _quantity(value: Any, resource: str, where: str) -> Decimal:
@@ -181,8 +191,9 @@ def pod_sets(manifest: Mapping[str, Any]) -> list[PodSet]:
             pod = ((job_spec.get("template") or {}).get("spec")) or {}
             where = f"spec.replicatedJobs[{i}].template.spec.template.spec"
             replicas = rjob["replicas"]  # defaulted, and validated by the schema
+            annotations = ((rjob["template"].get("metadata") or {}).get("annotations") or {})
             sets.append(PodSet(str(rjob["name"]), replicas, replicas * per_job, per_job, pod,
-                               pod_requests(pod, where)))
+                               pod_requests(pod, where), EXCLUSIVE_TOPOLOGY_ANNOTATION in annotations))
         return sets
     per_job = _count(spec.get("parallelism"), 1, "spec.parallelism")
     pod = (spec.get("template") or {}).get("spec") or {}
@@ -288,8 +299,8 @@ def reach(facts: StackFacts, queue: str, flavor: str, resource: str) -> Decimal:
 
 
 def _fmt(resource: str, amount: Decimal) -> str:
-    if resource == "memory":
-        return f"{amount.normalize():f}Mi"
+    if resource == "memory":  # whole MiB: 132G is 125885.0098 MiB, shown as 125886Mi
+        return f"{amount.to_integral_value(rounding=ROUND_CEILING).normalize():f}Mi"
     return f"{amount.normalize():f}"
 
 
@@ -432,6 +443,28 @@ def _selector_mismatch(selector: Mapping[str, str], flavor_labels: Mapping[str, 
     return "; ".join(reasons) or f"its required node affinity matches none of pools {_names(pools)} of its flavor"
 
 
+def claim_problems(pod: Mapping[str, Any], namespace: str, facts: StackFacts) -> list[str]:
+    """The claims a pod mounts that its namespace does not have: each storage of the stack is a claim in the
+    namespaces of the teams it names, and no other claim exists on the stack's cluster (on a live cluster: its
+    PersistentVolumeClaims; none judged when they could not be read)."""
+    problems: list[str] = []
+    if facts.claims is None:
+        return problems
+    for volume in pod.get("volumes") or ():
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName") if isinstance(volume, Mapping) else None
+        if claim is None:
+            continue
+        namespaces = facts.claims.get(claim)
+        if namespaces is None:
+            here = sorted(name for name, where in facts.claims.items() if namespace in where)
+            problems.append(f"mounts claim {claim}, which does not exist (the claims for namespace {namespace}: "
+                            f"{', '.join(here) or 'none'}): the pods would wait for it forever")
+        elif namespace not in namespaces:
+            problems.append(f"mounts storage {claim}, which is for namespaces {', '.join(namespaces)}, not "
+                            f"{namespace}: add the team to the storage's teams, or run in one of those namespaces")
+    return problems
+
+
 def _multislice_problem(pod_set: PodSet, pools: list[NodePoolFacts]) -> str | None:
     """Several slices (child Jobs) of a TPU type whose slices are one VM each: GKE runs no Multislice there."""
     if pod_set.jobs > 1 and pod_set.requests.get(TPU_RESOURCE) and pools and all(p.nodes == 1 for p in pools):
@@ -456,11 +489,18 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
         known = ", ".join(f"{ns}/{q}" for ns, q in sorted(facts.local_queues)) or "none"
         return ScheduleCheck(name, namespace, queue, None, (), (
             f"no LocalQueue {queue} in namespace {namespace}; the stack has {known}",))
+    priority = meta["labels"].get(PRIORITY_LABEL)
+    if priority is not None and facts.priority_classes is not None and priority not in facts.priority_classes:
+        known = ", ".join(sorted(facts.priority_classes)) or "none"
+        return ScheduleCheck(name, namespace, queue, cluster_queue, (), (
+            f"its {PRIORITY_LABEL} label names WorkloadPriorityClass {priority}, which does not exist (there are: "
+            f"{known}): Kueue makes no Workload for it, so it never runs",))
     exclusive = EXCLUSIVE_TOPOLOGY_ANNOTATION in (meta.get("annotations") or {})
     used: dict[tuple[str, str], Decimal] = {}
     checks = []
     for pod_set in sets:
         flavor, problems = _assign_flavor(facts, cluster_queue, pod_set, used)
+        problems += claim_problems(pod_set.template, namespace, facts)
         spec = (facts.flavors.get(flavor, {}).get("spec") or {}) if flavor else {}
         flavor_labels = spec.get("nodeLabels") or {}
         selector = {**(pod_set.template.get("nodeSelector") or {}), **flavor_labels}
@@ -476,7 +516,7 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
                     f" ({why})" if why else f": {_selector_mismatch(selector, flavor_labels, facts.pools)}"))
             elif (multislice := _multislice_problem(pod_set, [p for p in facts.pools if p.name in pools])):
                 problems.append(multislice)
-            elif pod_set.requests.get(TPU_RESOURCE) and not exclusive and pod_set.jobs > 1:
+            elif pod_set.requests.get(TPU_RESOURCE) and not (exclusive or pod_set.exclusive) and pod_set.jobs > 1:
                 problems.append(f"several slices without the {EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation: "
                                 "a slice's pods may spread over several node pools")
         checks.append(PodSetCheck(pod_set.name, pod_set.count, pod_set.requests, flavor, dict(sorted(selector.items())),
@@ -485,9 +525,9 @@ def check_workload(manifest: Mapping[str, Any], facts: StackFacts) -> ScheduleCh
 
 
 def schedule_problems(manifests: Iterable[Mapping[str, Any]], tpu_pools: Sequence[SlicePoolSpec],
-                      platform: BatchPlatform) -> list[Problem]:
+                      platform: BatchPlatform, storage: TeamStorageSpec | None = None) -> list[Problem]:
     """The check as problems, for the renderers: a workload the stack could never run is refused up front."""
-    facts = stack_facts(tpu_pools, platform)
+    facts = stack_facts(tpu_pools, platform, storage)
     problems = []
     for manifest in manifests:
         result = check_workload(manifest, facts)
@@ -498,4 +538,5 @@ def schedule_problems(manifests: Iterable[Mapping[str, Any]], tpu_pools: Sequenc
 
 
 __all__ = ["CPU_FLAVOR", "NodePoolFacts", "PodSet", "PodSetCheck", "ScheduleCheck", "StackFacts", "check_workload",
+           "claim_problems",
            "pod_requests", "pod_sets", "reach", "schedule_problems", "selects", "stack_facts", "untolerated"]

@@ -20,6 +20,7 @@ a Pulumi stack owns must outlive its run (a JobSet the TTL deleted is re-created
 
 from __future__ import annotations
 
+import copy
 import re
 from shlex import quote
 from typing import Any
@@ -49,10 +50,26 @@ from tpuplane.infra.fleet.scheduling import (
     GKE_MULTISLICE_RULE,
     NODEPOOL_LABEL,
     PLACEMENT_POLICY_LABEL,
+    SLICE_GROUP_LABEL,
     tpu_node_selector,
     tpu_resources,
     tpu_tolerations,
 )
+from tpuplane.infra.args import Source
+from tpuplane.infra.fleet.cluster import CPU_POOL_NAME
+from tpuplane.infra.pathways.job import (
+    WORKER_JOB,
+    PathwaysJobOptions,
+    PathwaysJobSpec,
+    UserContainer,
+    pathways_options_problems,
+    render_pathways_jobset,
+)
+from tpuplane.infra.pathways.proxy import parse_gcs_location
+from tpuplane.infra.pathways.service import HEAD_JOB, PATHWAYS_GENERATIONS
+from tpuplane.infra.storage.args import TeamStorageSpec
+from tpuplane.infra.storage.identity import WORKLOAD_SERVICE_ACCOUNT
+from tpuplane.infra.storage.volumes import Mount, PodMounts, mount_problems, pod_mounts
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -98,8 +115,9 @@ class TpuJob(ConfigModel):
     machine_type: str | None = None
     slices: int = Field(1, ge=1)
     capacity: str = "on-demand"
-    image: str = Field(pattern=r"^\S+$")  # a blank image or command renders pods that can never start
-    command: str = Field(pattern=r"\S")
+    # Required, but for the workers of a headless Pathways job. A blank image or command never starts.
+    image: str | None = Field(None, pattern=r"^\S+$")
+    command: str | None = Field(None, pattern=r"\S")
     args: list[str] = []  # appended to the command, shell-quoted (experiments put trial parameters here)
     env: dict[str, str] = {}
 
@@ -120,8 +138,10 @@ class TpuWorkloadSpec(ConfigModel):
     restart_on_exit_codes: list[int] = []
     ttl_seconds_after_finished: int | None = Field(None, ge=0, le=INT32_MAX)  # None: stays until deleted
     termination_grace_period_seconds: int = Field(30, ge=0)
-    service_account: str | None = None
+    service_account: str | None = None  # default: the team's (`tpuplane-workload`) on a stack, else `default`
     labels: dict[str, str] = {}  # extra labels on the JobSet and its pods
+    mounts: list[str] = []  # NAME:/path[:ro], storage of the stack mounted in every TPU container
+    pathways: PathwaysJobOptions | None = None  # a per-job Pathways cluster; its one job is the TPU workers
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -145,8 +165,11 @@ def max_name_length(spec: TpuWorkloadSpec) -> int:
             vms = job.spec.vms_per_slice
         except UnknownTpuType:
             continue
-        pod_name = pod_hostname("", job.name, job.slices - 1, vms - 1) + POD_NAME_SUFFIX
-        limit = min(limit, K8S_LABEL_VALUE_MAX - len(pod_name))
+        # a Pathways job's pods are its head's and its workers' (the job's slices)
+        named = [(HEAD_JOB, 1, 1), (WORKER_JOB, job.slices, vms)] if spec.pathways else [(job.name, job.slices, vms)]
+        for name, slices, pods in named:
+            pod_name = pod_hostname("", name, slices - 1, pods - 1) + POD_NAME_SUFFIX
+            limit = min(limit, K8S_LABEL_VALUE_MAX - len(pod_name))
     return limit
 
 
@@ -183,8 +206,12 @@ def _pool_summary(platform: BatchPlatform) -> str:
     return ", ".join(pools) or "no TPU pools"
 
 
-def _job_problems(path: str, job: TpuJob, platform: BatchPlatform | None) -> list[Problem]:
-    problems = []
+def _job_problems(path: str, job: TpuJob, platform: BatchPlatform | None, *, program: bool = True) -> list[Problem]:
+    """A job's rules; `program`: it runs the user's program (all but the workers of a headless Pathways job)."""
+    problems = [Problem(f"{path}.{key}", None, what, "this field is required")
+                for key, value, what in (("image", job.image, "a container image"),
+                                         ("command", job.command, "a command line"))
+                if program and value is None]
     if not DNS_LABEL.fullmatch(job.name):
         problems.append(Problem(f"{path}.name", job.name, "lowercase letters, digits and '-', starting with a letter"))
     if job.capacity not in {c.value for c in Capacity}:
@@ -247,6 +274,45 @@ def _queued_problems(spec: TpuWorkloadSpec) -> list[Problem]:
             for i in queued[1:]]
 
 
+PATHWAYS_SOURCE = Source.config("pathways", PathwaysJobOptions)
+
+
+def _pathways_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None) -> list[Problem]:
+    """A per-job Pathways workload: its options, one job of a Pathways TPU (the workers), and the program beside
+    the head unless headless."""
+    options = spec.pathways
+    if options is None:
+        return []
+    problems = pathways_options_problems(options, PATHWAYS_SOURCE)
+    if len(spec.jobs) != 1:
+        return problems + [Problem("jobs", [job.name for job in spec.jobs], "one job: the Pathways workers",
+                                   "a Pathways job runs its program on the head, and its one job's slices as workers")]
+    job = spec.jobs[0]
+    if options.headless:
+        problems += [Problem(f"jobs[0].{key}", value, f"no {key} with pathways.headless",
+                             "a headless Pathways cluster runs no program of yours: its clients connect to the proxy")
+                     for key, value in (("image", job.image), ("command", job.command), ("args", job.args),
+                                        ("env", job.env)) if value]
+    if spec.restart_on_exit_codes:
+        problems.append(Problem("restartOnExitCodes", spec.restart_on_exit_codes, "none with pathways",
+                                "a Pathways job restarts as a whole, up to maxRestarts"))
+    if CAPACITY_MODES.get(job.capacity) and CAPACITY_MODES[job.capacity].provisioning_request:
+        problems.append(Problem("jobs[0].capacity", job.capacity, "on-demand, spot, flex-start or reservation",
+                                "a queued (DWS) request provisions one pod set; a Pathways job has two (head, workers)"))
+    try:
+        generation = job.spec.generation
+    except UnknownTpuType:
+        return problems  # reported with the job
+    if generation not in PATHWAYS_GENERATIONS:
+        problems.append(Problem("jobs[0].tpuType", job.tpu_type, f"a TPU of {', '.join(PATHWAYS_GENERATIONS)}",
+                                "the generations Pathways serves"))
+    elif len(placement_policies(platform, job)) > 1:
+        problems.append(Problem("jobs[0].tpuType", job.tpu_type, "a TPU type one pool group serves",
+                                "Pathways workers select one workload policy; several groups of this shape have one "
+                                "each"))
+    return problems
+
+
 def _queue_problems(spec: TpuWorkloadSpec, platform: BatchPlatform) -> list[Problem]:
     queues = local_queues(platform)
     wanted = (spec.namespace or DEFAULT_NAMESPACE, spec.queue or DEFAULT_LOCAL_QUEUE)
@@ -263,9 +329,46 @@ def _team_queue(spec: TpuWorkloadSpec, platform: BatchPlatform) -> str | None:
     return next((t.name for t in platform.teams if (t.team_namespace, t.name) == wanted), None)
 
 
-def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None) -> list[Problem]:
-    """Every rule a workload must pass; with `platform`, also against the stack's pools and queues."""
-    problems = label_problems("labels", spec.labels)
+def parsed_mounts(spec: TpuWorkloadSpec) -> tuple[list[Mount], list[Problem]]:
+    """The workload's `mounts`, each `NAME:/path[:ro]`; the malformed ones as problems."""
+    mounts, problems = [], []
+    for i, text in enumerate(spec.mounts):
+        try:
+            mounts.append(Mount.parse(text, path=f"mounts[{i}]"))
+        except ConfigError as exc:
+            problems += exc.problems
+    return mounts, problems
+
+
+def workload_pods(spec: TpuWorkloadSpec) -> int:
+    """Pods of the whole workload: one per VM of every slice of every job."""
+    total = 0
+    for job in spec.jobs:
+        try:
+            total += job.slices * job.spec.vms_per_slice
+        except UnknownTpuType:
+            continue
+    return total
+
+
+def _mount_problems(spec: TpuWorkloadSpec, storage: TeamStorageSpec | None) -> list[Problem]:
+    if not spec.mounts:
+        return []
+    if storage is None:
+        return [Problem("mounts", list(spec.mounts), "mounts of a stack's storage, checked against it",
+                        "render against the stack (--stack or --config), whose tpuplane:storage declares them")]
+    mounts, problems = parsed_mounts(spec)
+    if problems:
+        return problems
+    return mount_problems(mounts, storage.storages, namespace=spec.namespace or DEFAULT_NAMESPACE,
+                          pods=workload_pods(spec), path="mounts")
+
+
+def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None,
+                      storage: TeamStorageSpec | None = None) -> list[Problem]:
+    """Every rule a workload must pass; with `platform`, also against the stack's pools and queues, and with
+    `storage` its mounts against the stack's storage."""
+    problems = label_problems("labels", spec.labels) + _mount_problems(spec, storage)
     limit = max_name_length(spec)
     if not DNS_LABEL.fullmatch(spec.name):
         problems.append(Problem("name", spec.name, "lowercase letters, digits and '-', starting with a letter"))
@@ -279,11 +382,12 @@ def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
         if not 1 <= code <= 255:
             problems.append(Problem("restartOnExitCodes", code, "exit codes 1 to 255"))
     names = [j.name for j in spec.jobs]
+    program = spec.pathways is None or not spec.pathways.headless
     for i, job in enumerate(spec.jobs):
         if job.name in names[:i]:
             problems.append(Problem(f"jobs[{i}].name", job.name, "a name no other job of the workload uses"))
-        problems += _job_problems(f"jobs[{i}]", job, platform)
-    problems += _queued_problems(spec)
+        problems += _job_problems(f"jobs[{i}]", job, platform, program=program)
+    problems += _queued_problems(spec) + _pathways_problems(spec, platform)
     if platform is not None:
         problems += _queue_problems(spec, platform)
         if not problems:  # capacity is meaningful once every job resolves to a pool and the queue exists
@@ -291,9 +395,11 @@ def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
     return problems
 
 
-def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None) -> TpuWorkloadSpec:
-    """Check the workload, then fill queue, namespace and priority from the stack's queues. Raises ConfigError."""
-    problems = workload_problems(spec, platform)
+def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None,
+                     storage: TeamStorageSpec | None = None) -> TpuWorkloadSpec:
+    """Check the workload, then fill queue, namespace and priority from the stack's queues, and the service account
+    from the stack's teams (each runs its jobs as `tpuplane-workload`). Raises ConfigError."""
+    problems = workload_problems(spec, platform, storage)
     if problems:
         raise ConfigError(problems)
     namespace = spec.namespace or DEFAULT_NAMESPACE
@@ -302,7 +408,12 @@ def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = Non
     if priority is None and platform is not None:
         team = next((t for t in platform.teams if (t.team_namespace, t.name) == (namespace, queue)), None)
         priority = team.priority if team else None
-    return spec.model_copy(update={"namespace": namespace, "queue": queue, "priority": priority or DEFAULT_PRIORITY})
+    service_account = spec.service_account
+    if service_account is None and storage is not None and namespace in {
+            team.team_namespace for team in storage.workload_teams}:
+        service_account = WORKLOAD_SERVICE_ACCOUNT
+    return spec.model_copy(update={"namespace": namespace, "queue": queue, "priority": priority or DEFAULT_PRIORITY,
+                                   "service_account": service_account})
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -381,8 +492,15 @@ def placement_policies(platform: BatchPlatform | None, job: TpuJob) -> list[str]
     return sorted(workload_policy_name(platform.cluster_name, pool.name) for pool in pools)
 
 
+def slice_group(platform: BatchPlatform | None, job: TpuJob) -> str | None:
+    """The one pool group a job's pods can land on (what the fleet dashboard charts them under); None when several
+    groups of its shape and capacity serve it, or without a stack."""
+    pools = serving_pools(platform, job.spec, job.capacity) if platform is not None else []
+    return pools[0].name if len(pools) == 1 else None
+
+
 def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str],
-                  policies: list[str]) -> dict[str, Any]:
+                  policies: list[str], mounts: PodMounts | None, group: str | None) -> dict[str, Any]:
     spec = job.spec
     user_env = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
     pod: dict[str, Any] = {
@@ -410,11 +528,17 @@ def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]
             {"matchExpressions": [{"key": PLACEMENT_POLICY_LABEL, "operator": "In", "values": policies}]}]}}}
     if workload.service_account:
         pod["serviceAccountName"] = workload.service_account
-    return {"metadata": {"labels": labels}, "spec": pod}
+    metadata: dict[str, Any] = {"labels": {**labels, SLICE_GROUP_LABEL: group} if group else labels}
+    if mounts is not None and mounts.volumes:  # copies: each job's pods are their own (no YAML anchors)
+        pod["volumes"] += copy.deepcopy(mounts.volumes)
+        pod["containers"][0]["volumeMounts"] += copy.deepcopy(mounts.volume_mounts)
+        if mounts.annotations:
+            metadata["annotations"] = dict(mounts.annotations)
+    return {"metadata": metadata, "spec": pod}
 
 
 def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str],
-                    policies: list[str]) -> dict[str, Any]:
+                    policies: list[str], mounts: PodMounts | None, group: str | None) -> dict[str, Any]:
     vms = job.spec.vms_per_slice
     return {
         "name": job.name,
@@ -429,7 +553,7 @@ def _replicated_job(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, st
                 "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn",
                                 "values": retry_exit_codes(workload.restart_on_exit_codes)},
             }]},
-            "template": _pod_template(workload, job, labels, policies),
+            "template": _pod_template(workload, job, labels, policies, mounts, group),
         }},
     }
 
@@ -444,20 +568,33 @@ def max_run_duration_seconds(workload: TpuWorkloadSpec, platform: BatchPlatform 
     return min(limits, default=None)
 
 
+def workload_pod_mounts(workload: TpuWorkloadSpec, storage: TeamStorageSpec | None) -> PodMounts | None:
+    """What the pods of a checked workload get for its mounts."""
+    if not workload.mounts or storage is None:
+        return None
+    return pod_mounts(parsed_mounts(workload)[0], storage.storages)
+
+
 def render_tpu_jobset(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None, *,
+                      storage: TeamStorageSpec | None = None,
                       system_labels: dict[str, str] | None = None) -> dict[str, Any]:
     """The JobSet for `kubectl apply --server-side -f -` or a Pulumi CustomResource. Raises ConfigError.
 
-    `system_labels` are tpuplane's own (an experiment's and trial's), added after the user's labels are checked."""
-    workload = resolve_workload(spec, platform)
+    `storage` is the stack's (`TeamStorageArgs`): mounts are checked against it and the pods run as their team's
+    service account. `system_labels` are tpuplane's own (an experiment's and trial's), added after the user's labels
+    are checked."""
+    workload = resolve_workload(spec, platform, storage)
+    mounts = workload_pod_mounts(workload, storage)
+    if workload.pathways is not None:
+        return render_pathways_workload(workload, platform, mounts=mounts, system_labels=system_labels or {})
     labels = {**workload.labels, **(system_labels or {}), WORKLOAD_LABEL: workload.name}
     # one child Job per node pool, i.e. each slice of the workload owns a whole node pool
     annotations = {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODEPOOL_LABEL}
     if (seconds := max_run_duration_seconds(workload, platform)) is not None:
         annotations[MAX_RUN_DURATION_ANNOTATION] = str(seconds)
     jobset_spec: dict[str, Any] = {
-        "replicatedJobs": [_replicated_job(workload, job, labels, placement_policies(platform, job))
-                           for job in workload.jobs],
+        "replicatedJobs": [_replicated_job(workload, job, labels, placement_policies(platform, job), mounts,
+                                           slice_group(platform, job)) for job in workload.jobs],
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         "successPolicy": {"operator": "All"},
         "failurePolicy": {
@@ -479,6 +616,31 @@ def render_tpu_jobset(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
         },
         "spec": jobset_spec,
     }
+
+
+def render_pathways_workload(workload: TpuWorkloadSpec, platform: BatchPlatform | None, *,
+                             mounts: PodMounts | None, system_labels: dict[str, str]) -> dict[str, Any]:
+    """The per-job Pathways JobSet of a resolved workload (`tpuplane.infra.pathways.job`): its one job's slices as
+    workers, its program (the job's image and command, in the same SIGTERM wrapper) beside the head."""
+    options, job = workload.pathways, workload.jobs[0]
+    assert options is not None and options.gcs_scratch is not None  # checked by workload_problems
+    user = None if options.headless else UserContainer(
+        image=str(job.image), command=tuple(shell_command(job)), env=tuple(sorted(job.env.items())))
+    group = slice_group(platform, job)
+    policies = placement_policies(platform, job)
+    return render_pathways_jobset(PathwaysJobSpec(
+        name=workload.name, namespace=str(workload.namespace), spec=job.spec, slices=job.slices,
+        capacity=job.capacity, server_image=options.server,
+        gcs_scratch_location=parse_gcs_location(options.gcs_scratch),
+        cpu_pool=platform.cpu_pool_name if platform is not None else CPU_POOL_NAME, user=user,
+        sidecar_image=options.sidecar_image, placement_policy=policies[0] if policies else None,
+        max_restarts=workload.max_restarts, ttl_seconds_after_finished=workload.ttl_seconds_after_finished,
+        priority=workload.priority,
+        termination_grace_period_seconds=workload.termination_grace_period_seconds,
+        service_account=workload.service_account,
+        labels={**workload.labels, **system_labels, WORKLOAD_LABEL: workload.name},
+        jobset_labels={QUEUE_LABEL: str(workload.queue), PRIORITY_LABEL: str(workload.priority)},
+        worker_labels={SLICE_GROUP_LABEL: group} if group else {}, mounts=mounts))
 
 
 def parse_env_pairs(pairs: list[str]) -> dict[str, str]:

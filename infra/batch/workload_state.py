@@ -17,7 +17,9 @@ admission. The first rule that holds names the state:
 | admitted  | Workload `Admitted=True`: quota reserved and every admission check Ready; no pod running yet         |
 | pending   | anything else: no Workload yet, `QuotaReserved=False` (`WaitingForQuota`, `NoMatchingFlavor`,       |
 |           | `ExceedsMaxQuota`, `Misconfigured`..., recovered from Kueue's message when the reason is `Pending`), |
-|           | or quota reserved while admission checks are not Ready                                               |
+|           | no `QuotaReserved` yet (`Queued`: with BestEffortFIFO Kueue tries the head of the queue and leaves   |
+|           | the workloads behind it untried while it cannot be admitted), or quota reserved while admission      |
+|           | checks are not Ready                                                                                 |
 
 Kueue resets `Evicted` and `Preempted` to False when it admits the workload again, so a preempted workload stays
 `preempted` while it waits to be readmitted and becomes `admitted`/`running` once it is.
@@ -164,7 +166,8 @@ def _pending(workload: Obj | None) -> Standing:
         admitted = condition(workload, "Admitted") or {}
         return Standing(State.PENDING, text(admitted.get("reason")) or "QuotaReserved", text(admitted.get("message")))
     if reserved is None:
-        return Standing(State.PENDING, "PendingEvaluation", "Kueue has not evaluated it yet")
+        return Standing(State.PENDING, "Queued", "Kueue has not tried to admit it yet: it waits its turn in the "
+                                                 "ClusterQueue")
     message = text(reserved.get("message"))
     return Standing(State.PENDING, granular_reason(text(reserved.get("reason")), message), message)
 

@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
+from pydantic import Field, StrictInt
+
+from tpuplane.infra.args import Source
 from tpuplane.infra.errors import Problem
 from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import GENERATIONS, TpuSpec
 from tpuplane.infra.fleet.machines import machine_shape
+from tpuplane.infra.model import Allowed, ConfigModel, Hint
 from tpuplane.infra.naming import GKE_MAX_NODES
 
 LOCATION_POLICY = "ANY"  # use any zone's stock or reservation; a slice lives in one zone anyway
@@ -37,9 +42,27 @@ NAP_GENERATIONS = ("v4", "v5e", "v5p", "v6e", "tpu7x")
 NAP_AUTOSCALING_PROFILE = "OPTIMIZE_UTILIZATION"  # xpk's: NAP removes idle TPU pools sooner
 
 
+class SliceAutoscaling(ConfigModel):
+    """`SliceAutoscalingArgs`, a pool group's `autoscaling`: `max_slices` pools, the first `min_slices` held."""
+
+    min_slices: Annotated[int, Hint("slices held at full size; the others scale from zero")] = Field(
+        ge=0, le=GKE_MAX_NODES)
+    max_slices: Annotated[int, Hint("the group's node pools, one per slice")] = Field(ge=1, le=GKE_MAX_NODES)
+
+
+class Autoprovisioning(ConfigModel):
+    """`AutoprovisioningArgs`, the cluster's `autoprovisioning`: node auto-provisioning's limits."""
+
+    cpu: Annotated[int, Hint("vCPUs of every node of the cluster together")] = Field(ge=1, le=10**9)
+    memory_gb: Annotated[int, Hint("GB of every node of the cluster together")] = Field(ge=1, le=10**10)
+    tpu_chips: Annotated[dict[str, Annotated[StrictInt, Field(ge=1, le=10**9)]],
+                         Allowed("a mapping of TPU generations (v6e, v5p, ...) to chips")] = {}
+
+
 @dataclass(frozen=True)
 class PoolScaling:
-    """One slice's node pool: created with `initial_node_count` nodes, autoscaled between min and max per zone."""
+    """One slice's node pool: created with `initial_node_count` nodes, autoscaled between min and max per zone (GKE
+    validates a multi-host slice against the per-zone maximum, not the total)."""
 
     initial_node_count: int
     min_node_count: int
@@ -49,6 +72,11 @@ class PoolScaling:
     @property
     def held(self) -> bool:
         return self.min_node_count > 0
+
+
+def from_zero(spec: TpuSpec) -> PoolScaling:
+    """A pool GKE fills per run (flex-start, queued): no node until a slice is wanted."""
+    return PoolScaling(0, 0, spec.vms_per_slice)
 
 
 @dataclass(frozen=True)
@@ -62,43 +90,27 @@ class SliceGroupScaling:
     @property
     def pools(self) -> list[PoolScaling]:
         vms = self.spec.vms_per_slice
-        return [PoolScaling(vms if i < self.min_slices else 0, vms if i < self.min_slices else 0, vms)
+        return [PoolScaling(vms, vms, vms) if i < self.min_slices else from_zero(self.spec)
                 for i in range(self.max_slices)]
 
-    @property
-    def quota_slices(self) -> int:
-        """Kueue admits up to the maximum: the autoscaler brings the missing slices for admitted pods."""
-        return self.max_slices
 
-    @property
-    def min_chips(self) -> int:
-        return self.min_slices * self.spec.chips
-
-    @property
-    def max_chips(self) -> int:
-        return self.max_slices * self.spec.chips
-
-
-def slice_range_problems(path: str, *, capacity: str, min_slices: object, max_slices: object,
+def slice_range_problems(scaling: SliceAutoscaling, source: Source, *, capacity: str,
                          spec: TpuSpec | None = None) -> list[Problem]:
-    """The rules of a group's `autoscaling` entry; `path` is that entry's config path or Args field."""
-    problems = []
+    """The rules of a group's `autoscaling` (`source` is that field's source, `source.root` its path)."""
     if capacity_mode(capacity).scales_from_zero:
-        return [Problem(path, {"minSlices": min_slices, "maxSlices": max_slices},
+        return [Problem(source.root, {source.key("min_slices"): scaling.min_slices,
+                                      source.key("max_slices"): scaling.max_slices},
                         "no autoscaling range on a flex-start or queued group",
                         f"{capacity} pools already scale from zero, every slice, as GKE provisions them; "
                         "remove autoscaling, or use on-demand, spot or reservation capacity")]
-    for key, value, least in (("minSlices", min_slices, 0), ("maxSlices", max_slices, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            problems.append(Problem(f"{path}.{key}", value, f"a whole number of slices, {least} or more"))
-    if problems:
-        return problems
-    assert isinstance(min_slices, int) and isinstance(max_slices, int)
-    if min_slices > max_slices:
-        problems.append(Problem(f"{path}.minSlices", min_slices, f"at most maxSlices ({max_slices})",
-                                "minSlices pools are held at full size, out of maxSlices"))
-    if spec is not None and max_slices * spec.vms_per_slice > GKE_MAX_NODES:
-        problems.append(Problem(f"{path}.maxSlices", max_slices,
+    problems = []
+    if scaling.min_slices > scaling.max_slices:
+        problems.append(Problem(source.path("min_slices"), scaling.min_slices,
+                                f"at most {source.key('max_slices')} ({scaling.max_slices})",
+                                f"{source.key('min_slices')} pools are held at full size, out of "
+                                f"{source.key('max_slices')}"))
+    if spec is not None and scaling.max_slices * spec.vms_per_slice > GKE_MAX_NODES:
+        problems.append(Problem(source.path("max_slices"), scaling.max_slices,
                                 f"at most {GKE_MAX_NODES // spec.vms_per_slice} slices of {spec.name} "
                                 f"({spec.vms_per_slice} VMs each)", f"a GKE Standard cluster holds {GKE_MAX_NODES} "
                                 "nodes by default"))
@@ -127,11 +139,10 @@ class PoolReach:
 
 @dataclass(frozen=True)
 class AutoprovisioningPlan:
-    """The cluster's `cluster_autoscaling` block: limits, where NAP may create pools, and what they run as."""
+    """The cluster's `cluster_autoscaling` block: limits, and where NAP may create pools."""
 
     resource_limits: tuple[ResourceLimit, ...]
     locations: tuple[str, ...]
-    service_account: str
     autoscaling_profile: str = NAP_AUTOSCALING_PROFILE
 
 
@@ -153,49 +164,37 @@ def fleet_reach(pools: list[PoolReach]) -> tuple[int, int, list[str]]:
     return vcpus, math.ceil(memory_mib * 2**20 / 10**9), unknown
 
 
-def autoprovisioning_problems(path: str, *, cpu: object, memory_gb: object, tpu_chips: dict[str, object],
-                              pools: list[PoolReach], group_chips: dict[str, int]) -> list[Problem]:
-    """The rules of the cluster's `autoprovisioning` entry.
+def autoprovisioning_problems(nap: Autoprovisioning, source: Source, *, pools: list[PoolReach],
+                              group_chips: dict[str, int]) -> list[Problem]:
+    """The rules of the cluster's `autoprovisioning` (`source` is that field's source).
 
-    `tpu_chips` maps a generation (v6e, v5p, ...) to its NAP maximum in chips; `group_chips` the chips the stack's
-    own slice groups of each generation reach at their maximum, which the limit must leave room for; `pools` every
-    pool of the fleet, for the cpu and memory limits."""
+    `group_chips` maps a generation to the chips the stack's own slice groups of it reach at their maximum, which
+    the limit must leave room for; `pools` every pool of the fleet, for the cpu and memory limits."""
     problems = []
-    for key, value in (("cpu", cpu), ("memoryGb", memory_gb)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(Problem(f"{path}.{key}", value, "a whole number, 1 or more",
-                                    "GKE requires cpu and memory limits when node auto-provisioning is on; they count "
-                                    "every node of the cluster"))
-    for generation, chips in tpu_chips.items():
-        where = f"{path}.tpuChips.{generation}"
+    chips_path = source.path("tpu_chips")
+    for generation, chips in nap.tpu_chips.items():
         if generation not in NAP_GENERATIONS:
             hint = ("GKE's NAP resource type for tpu7 is not confirmed" if generation == "tpu7"
                     else "generations as `tpuplane catalog` names them")
-            problems.append(Problem(f"{path}.tpuChips", generation, f"one of {', '.join(NAP_GENERATIONS)}", hint))
-        elif isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
-            problems.append(Problem(where, chips, "a whole number of chips, 1 or more"))
+            problems.append(Problem(chips_path, generation, f"one of {', '.join(NAP_GENERATIONS)}", hint))
         elif chips < group_chips.get(generation, 0):
-            problems.append(Problem(where, chips, f"at least {group_chips[generation]}",
+            problems.append(Problem(f"{chips_path}.{generation}", chips, f"at least {group_chips[generation]}",
                                     f"the stack's {generation} slice groups reach {group_chips[generation]} chips at "
                                     "their maximum, and NAP's limits count every node of the cluster"))
-    if problems:
-        return problems
     vcpus, memory, _ = fleet_reach(pools)
-    assert isinstance(cpu, int) and isinstance(memory_gb, int)
-    if cpu < vcpus:
-        problems.append(Problem(f"{path}.cpu", cpu, f"at least {vcpus}",
+    if nap.cpu < vcpus:
+        problems.append(Problem(source.path("cpu"), nap.cpu, f"at least {vcpus}",
                                 f"the fleet's own pools reach {vcpus} vCPUs at their maximum; NAP's limit counts them "
                                 "and would stop their scale-up"))
-    if memory_gb < memory:
-        problems.append(Problem(f"{path}.memoryGb", memory_gb, f"at least {memory}",
+    if nap.memory_gb < memory:
+        problems.append(Problem(source.path("memory_gb"), nap.memory_gb, f"at least {memory}",
                                 f"the fleet's own pools reach {memory} GB at their maximum; NAP's limit counts them"))
     return problems
 
 
-def plan_autoprovisioning(*, cpu: int, memory_gb: int, tpu_chips: dict[str, int], locations: list[str],
-                          service_account: str) -> AutoprovisioningPlan:
-    """NAP's limits (checked inputs: `autoprovisioning_problems`), TPU generations sorted by resource type."""
-    limits = [ResourceLimit("cpu", 0, cpu), ResourceLimit("memory", 0, memory_gb)]
-    limits += sorted((ResourceLimit(accelerator_of(g), 0, chips) for g, chips in tpu_chips.items()),
+def plan_autoprovisioning(nap: Autoprovisioning, locations: list[str]) -> AutoprovisioningPlan:
+    """NAP's limits (checked: `autoprovisioning_problems`), TPU generations sorted by resource type."""
+    limits = [ResourceLimit("cpu", 0, nap.cpu), ResourceLimit("memory", 0, nap.memory_gb)]
+    limits += sorted((ResourceLimit(accelerator_of(g), 0, chips) for g, chips in nap.tpu_chips.items()),
                      key=lambda limit: limit.resource_type)
-    return AutoprovisioningPlan(tuple(limits), tuple(sorted(locations)), service_account)
+    return AutoprovisioningPlan(tuple(limits), tuple(sorted(locations)))

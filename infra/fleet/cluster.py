@@ -14,9 +14,16 @@ from pydantic import Field, field_validator
 
 from tpuplane.infra.args import Source, read_checked, text
 from tpuplane.infra.errors import Problem
+from tpuplane.infra.fleet.autoscaling import (
+    Autoprovisioning,
+    AutoprovisioningPlan,
+    PoolReach,
+    autoprovisioning_problems,
+    plan_autoprovisioning,
+)
 from tpuplane.infra.fleet.networking import accelerator_networking
 from tpuplane.infra.fleet.pools import SlicePoolSpec
-from tpuplane.infra.model import ConfigModel, FromStack
+from tpuplane.infra.model import Allowed, ConfigModel, FromStack
 from tpuplane.infra.naming import (
     DNS_LABEL,
     GKE_MAX_NODES,
@@ -37,6 +44,12 @@ WORKLOAD_POOL_SUFFIX = ".svc.id.goog"  # Workload Identity pool: <project>.svc.i
 NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
 NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)  # IAM, not scopes, limits access
 DEFAULT_CPU_MACHINE_TYPE = "n2-standard-16"  # the CPU system pool's machine, when none is given
+# The GKE add-on (pulumi-gcp's `addons_config` block) of each kind of storage's CSI driver, by storage kind.
+# Cloud Storage FUSE is always on: Workload Identity is, and the Pathways scratch bucket may be mounted.
+CSI_DRIVER_ADDONS = {"gcs": "gcs_fuse_csi_driver_config", "filestore": "gcp_filestore_csi_driver_config",
+                     "parallelstore": "parallelstore_csi_driver_config", "lustre": "lustre_csi_driver_config",
+                     "disk": "gce_persistent_disk_csi_driver_config"}
+ALWAYS_ON_ADDONS = ("gcs_fuse_csi_driver_config",)
 
 
 class MaintenanceExclusion(ConfigModel):
@@ -104,6 +117,20 @@ class ClusterSpec(ConfigModel):
     master_authorized_networks: list[AuthorizedNetwork] = []
     cpu_pool: CpuPool = CpuPool()
     multi_networking: Annotated[bool, FromStack("tpuplane:tpuPools")] = False
+    csi_drivers: Annotated[list[str], FromStack("tpuplane:storage.volumes"),
+                           Allowed(f"a list of storage kinds: {', '.join(CSI_DRIVER_ADDONS)}")] = []
+    autoprovisioning: Autoprovisioning | None = Field(None, description="Node auto-provisioning: GKE creates node "
+                                                      "pools for pending pods, within these limits for the whole "
+                                                      "cluster.")
+    managed_prometheus: Annotated[bool, FromStack("tpuplane:dashboard")] = False
+
+    @field_validator("csi_drivers")
+    @classmethod
+    def _known_drivers(cls, v: list[str]) -> list[str]:
+        unknown = [kind for kind in v if kind not in CSI_DRIVER_ADDONS]
+        if unknown:
+            raise ValueError(f"storage kinds among {', '.join(CSI_DRIVER_ADDONS)}, not {', '.join(unknown)}")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -138,7 +165,14 @@ def cluster_problems(cluster: ClusterSpec, source: Source) -> list[Problem]:
     if cluster.cpu_pool.min_nodes > cluster.cpu_pool.max_nodes:
         problems.append(Problem(source.path("cpu_pool", "min_nodes"), cluster.cpu_pool.min_nodes,
                                 f"at most {source.key('max_nodes', CpuPool)} ({cluster.cpu_pool.max_nodes})"))
+    if cluster.autoprovisioning is not None and not source.stack:  # a stack judges it with all its pools
+        problems += autoprovisioning_problems(cluster.autoprovisioning, source.at("autoprovisioning"),
+                                              pools=[cpu_pool_reach(cluster)], group_chips={})
     return problems
+
+
+def cpu_pool_reach(cluster: ClusterSpec) -> PoolReach:
+    return PoolReach(CPU_POOL_NAME, cluster.cpu_pool.machine_type, cluster.cpu_pool.max_nodes)
 
 
 def _maintenance_exclusion_problems(exclusion: MaintenanceExclusion | None, source: Source) -> list[Problem]:
@@ -181,6 +215,14 @@ class ClusterPlan:
     service_account_id: str
     resource_labels: dict[str, str]
     multi_networking: bool  # required by pools with automated accelerator networking
+    addons: tuple[str, ...]  # `addons_config` blocks turned on
+    autoprovisioning: AutoprovisioningPlan | None
+    managed_prometheus: bool
+
+
+def cluster_addons(c: ClusterSpec) -> list[str]:
+    """The `addons_config` blocks the cluster turns on: Cloud Storage FUSE, and the storage kinds' CSI drivers."""
+    return sorted({*ALWAYS_ON_ADDONS, *(CSI_DRIVER_ADDONS[kind] for kind in c.csi_drivers)})
 
 
 def plan_cluster(c: ClusterSpec) -> ClusterPlan:
@@ -193,6 +235,9 @@ def plan_cluster(c: ClusterSpec) -> ClusterPlan:
         service_account_id=node_service_account_id(c.name),
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
         multi_networking=c.multi_networking,
+        addons=tuple(cluster_addons(c)),
+        autoprovisioning=plan_autoprovisioning(c.autoprovisioning, [c.zone]) if c.autoprovisioning else None,
+        managed_prometheus=c.managed_prometheus,
     )
 
 

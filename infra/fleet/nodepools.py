@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from tpuplane.infra.fleet.autoscaling import PoolScaling, SliceGroupScaling, from_zero
 from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.fleet.pools import Capacity, SlicePoolSpec
@@ -19,15 +20,6 @@ from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, dedicated_taint, pool
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 TPU_MAX_PODS_PER_NODE = 15  # one workload pod per TPU VM plus daemons; saves pod IP space at scale (xpk)
-
-
-@dataclass(frozen=True)
-class Autoscaling:
-    """Per-zone limits: GKE validates multi-host slices against the per-zone max, not the total."""
-
-    min_node_count: int
-    max_node_count: int
-    location_policy: str = "ANY"
 
 
 @dataclass(frozen=True)
@@ -68,8 +60,8 @@ class SlicePoolPlan:
     index: int
     name: str
     machine_type: str
-    node_count: int | None  # static size; None when the pool autoscales from zero (flex-start, queued)
-    autoscaling: Autoscaling | None
+    node_count: int | None  # static size; None when the pool autoscales
+    autoscaling: PoolScaling | None  # flex-start and queued pools, and the pools of an autoscaled group
     placement_type: str | None  # COMPACT for v4/v5e/v5p/v6e multi-host
     tpu_topology: str | None  # multi-host only: single-host pools must carry none
     workload_policy: WorkloadPolicyPlan | None
@@ -121,7 +113,9 @@ def plan_slice_group(pool: SlicePoolSpec) -> PoolGroupPlan:
     policy = (WorkloadPolicyPlan(workload_policy_name(pool.plain_cluster_name or "", pool.name), spec.topology)
               if spec.needs_workload_policy else None)
     mode = capacity_mode(pool.capacity.value)
-    from_zero = mode.scales_from_zero
+    per_run = mode.scales_from_zero  # GKE fills the pool per run, and never repairs its nodes
+    scaling = (SliceGroupScaling(spec, pool.autoscaling.min_slices, pool.autoscaling.max_slices).pools
+               if pool.autoscaling is not None else [from_zero(spec) if per_run else None] * pool.slices)
     dedicated = pool.dedicated_slices if dedicated_owner else 0
 
     def labels(i: int) -> dict[str, str]:
@@ -137,8 +131,8 @@ def plan_slice_group(pool: SlicePoolSpec) -> PoolGroupPlan:
             index=i,
             name=name,
             machine_type=spec.machine_type,
-            node_count=None if from_zero else spec.vms_per_slice,
-            autoscaling=Autoscaling(0, spec.vms_per_slice) if from_zero else None,
+            node_count=None if scaling[i] else spec.vms_per_slice,
+            autoscaling=scaling[i],
             placement_type="COMPACT" if spec.multi_host and policy is None else None,
             tpu_topology=spec.topology if spec.multi_host else None,
             workload_policy=policy,
@@ -150,7 +144,7 @@ def plan_slice_group(pool: SlicePoolSpec) -> PoolGroupPlan:
             labels=labels(i),
             taints=taints(i),
             # Flex-start and queued nodes are released, not repaired (GKE rejects auto-repair on them).
-            auto_repair=not from_zero,
+            auto_repair=not per_run,
             auto_upgrade=True,  # required by release channels; freeze upgrades with a maintenance exclusion
             upgrade=SHORT_LIVED_UPGRADE if mode.upgrade_strategy == "SHORT_LIVED" else UpgradePlan(),
             maintenance_interval=pool.maintenance_interval,

@@ -13,10 +13,11 @@ from enum import Enum
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Mapping
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tpuplane.infra.args import Source, read_checked, text
 from tpuplane.infra.errors import ConfigError, Problem
+from tpuplane.infra.fleet.autoscaling import SliceAutoscaling, slice_range_problems
 from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec, resolve_tpu_type
 from tpuplane.infra.model import Allowed, ConfigModel, FromStack, Hint
@@ -121,10 +122,18 @@ class SlicePoolSpec(TpuPoolShape):
     accelerator_network: bool | None = None
     dedicated_owner: Annotated[text("the name of the service that holds the dedicated slices (a DNS label)",
                                     DNS_LABEL), FromStack("tpuplane:pathways.name")] = None
+    autoscaling: SliceAutoscaling | None = Field(None, description="Scale the group: `maxSlices` node pools, the "
+                                                 "first `minSlices` held at full size, the others scaling from zero.")
 
-    @property
-    def name(self) -> str:
-        return self.group
+    @model_validator(mode="before")
+    @classmethod
+    def _slices_follow_autoscaling(cls, data: Any) -> Any:
+        """An autoscaled group has `max_slices` pools: `slices` says so unless given (then it must agree)."""
+        scaling = data.get("autoscaling") if isinstance(data, Mapping) else None
+        if not isinstance(scaling, Mapping) or data.get("slices") is not None:
+            return data
+        top = scaling.get("maxSlices", scaling.get("max_slices"))
+        return {**data, "slices": top} if isinstance(top, int) and not isinstance(top, bool) and top >= 1 else data
 
     @property
     def name(self) -> str:
@@ -247,6 +256,8 @@ def slice_pool_problems(pool: SlicePoolSpec, source: Source) -> list[Problem]:
     if not problems and pool.spec.needs_workload_policy and not cluster_name:
         problems.append(Problem(source.path("cluster_name"), None, "the cluster's name as plain text",
                                 f"{pool.tpu_type} slices need a workload policy named after the cluster"))
+    if pool.autoscaling is not None:
+        problems += _autoscaling_problems(pool, source)
     if pool.dedicated_slices and not pool.dedicated_owner:
         problems.append(Problem(source.path("dedicated_owner"), None,
                                 "the name of the service that holds the dedicated slices (a DNS label)",
@@ -255,6 +266,22 @@ def slice_pool_problems(pool: SlicePoolSpec, source: Source) -> list[Problem]:
     if pool.zone.rsplit("-", 1)[0] != region:
         problems.append(Problem(source.path("zone"), pool.zone, f"a zone of the cluster's region, {region}",
                                 f"GKE puts a cluster's nodes in its own region (location {pool.location})"))
+    return problems
+
+
+def _autoscaling_problems(pool: SlicePoolSpec, source: Source) -> list[Problem]:
+    scaling = pool.autoscaling
+    assert scaling is not None
+    try:
+        spec = pool.spec
+    except ConfigError:
+        spec = None  # reported by pool_problems
+    problems = slice_range_problems(scaling, source.at("autoscaling"), capacity=pool.capacity.value, spec=spec)
+    if pool.slices != scaling.max_slices:
+        maximum = source.path("autoscaling", "max_slices")
+        problems.append(Problem(source.path("slices"), pool.slices, f"{scaling.max_slices}, as {maximum} says, or "
+                                "no value", f"an autoscaled group has {maximum} node pools: leave "
+                                f"{source.key('slices')} out"))
     return problems
 
 

@@ -21,10 +21,19 @@ Every value that reaches a filter or a query is quoted for that language, so a n
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+import unicodedata
+from typing import Annotated, Any, Mapping
 
+from pydantic import Field
+
+from tpuplane.infra.args import Source, read_checked, text
+from tpuplane.infra.errors import Problem
 from tpuplane.infra.fleet.scheduling import SLICE_GROUP_LABEL
+from tpuplane.infra.model import ConfigModel, FromStack, Hint
 from tpuplane.infra.monitoring.discovery import body_errors
+from tpuplane.infra.monitoring.kueue_metrics import SCRAPE_INTERVAL
+from tpuplane.infra.naming import GKE_NAME, PROJECT_ID
 
 COLUMNS = 12
 ALIGNMENT = "60s"
@@ -32,6 +41,9 @@ JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 DUTY_CYCLE = "kubernetes.io/container/accelerator/duty_cycle"
 MEMORY_USED = "kubernetes.io/container/accelerator/memory_used"
 TPU_RESOURCE = "google.com/tpu"
+DASHBOARD_ARGS = "FleetDashboardArgs"
+DISPLAY_NAME_MAX = 256
+_INTERVAL = re.compile(r"[1-9][0-9]{0,4}(s|m)")
 
 
 class InvalidDashboard(ValueError):
@@ -112,6 +124,48 @@ def build_dashboard(*, display_name: str, cluster: str) -> dict[str, Any]:
         "displayName": display_name,
         "mosaicLayout": {"columns": COLUMNS, "tiles": tiles},
     }
+
+
+class DashboardSpec(ConfigModel):
+    """`FleetDashboardArgs`, or the `tpuplane:dashboard` section (the stack supplies its project and cluster)."""
+
+    unicode_fields = frozenset({"display_name"})  # a title for people: any letters, no control characters
+
+    project: Annotated[text("a GCP project id, e.g. acme-ml", PROJECT_ID), FromStack("gcp:project")]
+    cluster_name: Annotated[text("a GKE cluster name", GKE_NAME), FromStack("tpuplane:cluster.name")]
+    display_name: str | None = Field(None, max_length=DISPLAY_NAME_MAX,
+                                      description="The dashboard's title in Cloud Monitoring (default `TPU fleet "
+                                                  "<cluster>`).")
+    scrape_interval: Annotated[str, Hint("a Prometheus duration of seconds or minutes, 5s to 10m, e.g. 30s")] = \
+        Field(SCRAPE_INTERVAL, description="How often Managed Prometheus scrapes Kueue's metrics.")
+
+    @property
+    def title(self) -> str:
+        return self.display_name or f"TPU fleet {self.cluster_name}"
+
+
+def _seconds(interval: str) -> int:
+    return int(interval[:-1]) * (60 if interval.endswith("m") else 1)
+
+
+def dashboard_problems(spec: DashboardSpec, source: Source) -> list[Problem]:
+    """A title that is not blank, and a scrape interval Managed Prometheus takes."""
+    problems = []
+    title = spec.display_name
+    if title is not None and (not title.strip() or any(unicodedata.category(c).startswith("C") for c in title)):
+        problems.append(Problem(source.path("display_name"), title, "a title, not blank, of one line without "
+                                "control characters"))
+    if not _INTERVAL.fullmatch(spec.scrape_interval) or not 5 <= _seconds(spec.scrape_interval) <= 600:
+        problems.append(Problem(source.path("scrape_interval"), spec.scrape_interval,
+                                "seconds or minutes between 5s and 10m, e.g. 30s or 1m"))
+    return problems
+
+
+def read_dashboard(raw: object, source: Source | None = None, *, supplied: Mapping[str, Any] | None = None
+                   ) -> DashboardSpec:
+    """`FleetDashboardArgs`, or the `tpuplane:dashboard` section."""
+    return read_checked(DashboardSpec, raw, source or Source.args(DASHBOARD_ARGS, DashboardSpec), dashboard_problems,
+                        supplied=supplied)
 
 
 def dashboard_errors(dashboard: dict[str, Any]) -> list[str]:

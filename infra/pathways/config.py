@@ -244,22 +244,31 @@ def _pool_problems(pw: ServiceSpec, source: Source) -> list[Problem]:
 
 
 def _image_problems(pw: ServiceSpec, source: Source) -> list[Problem]:
+    return server_image_problems(pw.server_image, pw.jax_version, source, required=True)
+
+
+def server_image_problems(server_image: str | None, jax_version: str | None, source: Source, *,
+                          required: bool) -> list[Problem]:
+    """A Pathways cluster's images: `server_image` or `jax_version` (at most one; exactly one when `required`),
+    whose proxy image follows tag for tag. `source` is the model's that declares both fields."""
     server, jax = source.key("server_image"), source.key("jax_version")
-    if (pw.server_image is None) == (pw.jax_version is None):
-        return [Problem(source.root, {server: pw.server_image, jax: pw.jax_version},
-                        f"exactly one of {server} and {jax}",
+    if server_image is not None and jax_version is not None or required and server_image is jax_version is None:
+        return [Problem(source.root, {server: server_image, jax: jax_version},
+                        f"{'exactly' if required else 'at most'} one of {server} and {jax}",
                         f"{jax} picks the public server and proxy images of that JAX release")]
-    if pw.jax_version is not None:
-        return _version_problems(source.path("jax_version"), pw.jax_version)
+    if jax_version is not None:
+        return _version_problems(source.path("jax_version"), jax_version)
+    if server_image is None:
+        return []
     path = source.path("server_image")
-    problems = problems_of(lambda: parse_image(pw.server_image, path=path))
+    problems = problems_of(lambda: parse_image(server_image, path=path))
     if problems:
         return problems
-    if matching_proxy_image(pw.server_image) is None:
-        return [Problem(path, pw.server_image, "an image named .../server:<tag> or .../server@sha256:<digest>",
+    if matching_proxy_image(server_image) is None:
+        return [Problem(path, server_image, "an image named .../server:<tag> or .../server@sha256:<digest>",
                         "the proxy image is the sibling .../proxy_server with the same tag")]
-    if not is_pinned(pw.server_image):
-        return [Problem(path, pw.server_image, "a pinned tag or digest, not latest",
+    if not is_pinned(server_image):
+        return [Problem(path, server_image, "a pinned tag or digest, not latest",
                         "server and proxy images must be the same build; a moving tag lets them skew")]
     return []
 

@@ -26,9 +26,12 @@ the sidecar exchanges arrays through a RAM-backed emptyDir instead of a hostPath
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+from tpuplane.infra.args import Source
+from tpuplane.infra.errors import Problem, problems_of
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -36,16 +39,28 @@ from tpuplane.infra.fleet.scheduling import (
     tpu_node_selector,
     tpu_tolerations,
 )
+from tpuplane.infra.model import ConfigModel, Hint
+from tpuplane.infra.pathways.config import ServiceSpec, plan_service, server_image_problems
 from tpuplane.infra.pathways.images import pull_policy
-from tpuplane.infra.pathways.proxy import PROXY_CONTAINER, PROXY_PORT, PROXY_RESOURCES, matching_proxy_image
+from tpuplane.infra.pathways.proxy import (
+    IMAGE_REFERENCE,
+    PROXY_CONTAINER,
+    PROXY_PORT,
+    PROXY_RESOURCES,
+    matching_proxy_image,
+    parse_gcs_location,
+)
 from tpuplane.infra.pathways.service import (
     HEAD_JOB,
     RM_PORT,
-    RM_RESOURCES,
     attach_colocated_sidecar,
+    pathways_head_host,
     rm_container,
+    server_image_for_jax,
     worker_container,
 )
+from tpuplane.infra.pathways.sidecar_image import DEFAULT_JAX_VERSION
+from tpuplane.infra.storage.volumes import PodMounts
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 WORKER_JOB = "worker"  # xpk's and PathwaysJob's name (the shared service's is pathways-worker)
@@ -54,6 +69,53 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 WORKER_RESTARTS_PER_VM = 4  # xpk and PathwaysJob: a worker Job tolerates 4 pod failures per VM
 PATHWAYS_HEAD = "$(PATHWAYS_HEAD)"
 _COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"
+
+
+class PathwaysJobOptions(ConfigModel):
+    """A workload's `pathways`: run it as a per-job Pathways cluster, its one job the TPU workers, its program (the
+    job's image and command) beside the head's resource manager and proxy, or none (`headless`)."""
+
+    headless: bool = False
+    jax_version: str | None = None
+    server_image: str | None = None
+    sidecar_image: str | None = None
+    gcs_scratch: Annotated[str | None, Hint("the scratch location of the job's resource manager and workers; on a "
+                                            "stack with tpuplane:pathways, its scratch bucket is the default")] = None
+
+    @property
+    def server(self) -> str:
+        """The server image: given, or the public one of `jax_version` (default: tpuplane's JAX)."""
+        return self.server_image or server_image_for_jax(self.jax_version or DEFAULT_JAX_VERSION)
+
+
+def service_defaults(options: PathwaysJobOptions, service: ServiceSpec | None, job_name: str) -> PathwaysJobOptions:
+    """A stack's Shared Pathways Service lends a per-job cluster what the options leave out: its server image (and
+    so its proxy's) when neither image nor JAX version is given, and a folder of its scratch bucket, which the
+    nodes (whose identity hostNetwork pods use) may already write."""
+    if service is None:
+        return options
+    update: dict[str, str] = {}
+    if options.server_image is None and options.jax_version is None:
+        update["server_image"] = service.server_image_ref
+    if options.gcs_scratch is None:
+        update["gcs_scratch"] = f"{plan_service(service).gcs_scratch_location}/jobs/{job_name}"
+    return options.model_copy(update=update)
+
+
+def pathways_options_problems(options: PathwaysJobOptions, source: Source) -> list[Problem]:
+    """The options' own rules: images (at most one of `serverImage`, `jaxVersion`), a scratch location, a sidecar
+    image reference."""
+    problems = server_image_problems(options.server_image, options.jax_version, source, required=False)
+    scratch = source.path("gcs_scratch")
+    if options.gcs_scratch is None:
+        problems.append(Problem(scratch, None, "gs://<bucket>[/<folder>]", "the resource manager and the workers "
+                                "keep compilation state there; a stack with tpuplane:pathways gives its own bucket"))
+    else:
+        problems += problems_of(lambda: parse_gcs_location(options.gcs_scratch, path=scratch))
+    if options.sidecar_image is not None and not IMAGE_REFERENCE.match(options.sidecar_image):
+        problems.append(Problem(source.path("sidecar_image"), options.sidecar_image, "an image reference",
+                                "a colocated-Python sidecar image, e.g. from `tpuplane sidecar build`"))
+    return problems
 
 
 @dataclass(frozen=True)
@@ -82,11 +144,14 @@ class PathwaysJobSpec:
     sidecar_image: str | None = None
     placement_policy: str | None = None  # the workload policy of tpu7/tpu7x multi-host pools
     max_restarts: int = 0
+    ttl_seconds_after_finished: int | None = None  # None: the JobSet stays until deleted
     priority: str | None = None
     termination_grace_period_seconds: int = 30
     service_account: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # on the JobSet and its pods
     jobset_labels: dict[str, str] = field(default_factory=dict)  # on the JobSet only: Kueue's queue and priority
+    worker_labels: dict[str, str] = field(default_factory=dict)  # on the workers' pods only: their slice group
+    mounts: PodMounts | None = None  # storage in the user container and every worker
 
     @property
     def proxy_image(self) -> str:
@@ -153,6 +218,7 @@ def _head_job(job: PathwaysJobSpec) -> dict[str, Any]:
     else:
         pod["initContainers"] = [{**c, "restartPolicy": "Always"} for c in head]
         pod["containers"] = [_user_container(job.user)]
+    pod, metadata = _with_mounts(pod, {"labels": dict(job.labels)}, job.mounts, USER_CONTAINER)
     exclusive = {EXCLUSIVE_TOPOLOGY_ANNOTATION: HOSTNAME_LABEL}  # host ports 29000-29002: one head per node
     return {
         "name": HEAD_JOB,
@@ -164,10 +230,23 @@ def _head_job(job: PathwaysJobSpec) -> dict[str, Any]:
                 "completionMode": "Indexed",
                 "completions": 1,
                 "parallelism": 1,
-                "template": {"metadata": {"labels": dict(job.labels)}, "spec": dict(sorted(pod.items()))},
+                "template": {"metadata": metadata, "spec": dict(sorted(pod.items()))},
             },
         },
     }
+
+
+def _with_mounts(pod: dict[str, Any], metadata: dict[str, Any], mounts: PodMounts | None, container: str
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod with the storage mounted in its container `container` (if it has one), and its metadata with the
+    drivers' annotations."""
+    named = [c for c in pod.get("containers", []) if c["name"] == container]
+    if mounts is None or not mounts.volumes or not named:
+        return pod, metadata
+    containers = [{**c, "volumeMounts": [*c.get("volumeMounts", []), *copy.deepcopy(mounts.volume_mounts)]}
+                  if c in named else c for c in pod["containers"]]
+    pod = {**pod, "containers": containers, "volumes": [*pod.get("volumes", []), *copy.deepcopy(mounts.volumes)]}
+    return pod, {**metadata, "annotations": dict(mounts.annotations)} if mounts.annotations else metadata
 
 
 def _worker_job(job: PathwaysJobSpec) -> dict[str, Any]:
@@ -182,6 +261,8 @@ def _worker_job(job: PathwaysJobSpec) -> dict[str, Any]:
     }
     if job.sidecar_image is not None:
         pod = attach_colocated_sidecar(pod, job.sidecar_image)
+    pod, metadata = _with_mounts(pod, {"labels": {**job.labels, **job.worker_labels}}, job.mounts,
+                                 container["name"])
     return {
         "name": WORKER_JOB,
         "replicas": job.slices,
@@ -193,7 +274,7 @@ def _worker_job(job: PathwaysJobSpec) -> dict[str, Any]:
                 "completionMode": "Indexed",
                 "completions": vms,
                 "parallelism": vms,
-                "template": {"metadata": {"labels": dict(job.labels)}, "spec": dict(sorted(pod.items()))},
+                "template": {"metadata": metadata, "spec": dict(sorted(pod.items()))},
             },
         },
     }
@@ -210,19 +291,14 @@ def render_pathways_jobset(job: PathwaysJobSpec) -> dict[str, Any]:
     }
     if job.user is not None:  # the job is done when the user's program is; a headless cluster serves until deleted
         spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": [HEAD_JOB]}
+    if job.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = job.ttl_seconds_after_finished
     return {"apiVersion": JOBSET_API, "kind": "JobSet",
             "metadata": {"labels": {**job.labels, **job.jobset_labels}, "name": job.name, "namespace": job.namespace},
             "spec": spec}
 
 
-def proxy_address(job: PathwaysJobSpec) -> str:
-    """Where a client reaches the job's proxy inside the cluster (what xpk prints for `create-pathways`)."""
-    return f"grpc://{job.name}-{HEAD_JOB}-0-0.{job.name}:{PROXY_PORT}"
-
-
-def head_requests() -> dict[str, float]:
-    """CPU (cores) and memory (bytes) the head's Pathways containers request, beside any user container: what the
-    CPU pool's machine must hold."""
-    from kubernetes.utils import parse_quantity  # here: the kubernetes client package costs 0.1 s to import
-
-    return {key: float(sum(parse_quantity(r[key]) for r in (RM_RESOURCES, PROXY_RESOURCES))) for key in ("cpu", "memory")}
+def proxy_address(name: str, namespace: str) -> str:
+    """Where a client reaches the proxy of the job `name` from any namespace (xpk prints the short form for
+    `create-pathways`): the head pod's DNS name under the JobSet's subdomain, qualified with `<namespace>.svc`."""
+    return f"grpc://{pathways_head_host(name)}.{namespace}.svc:{PROXY_PORT}"

@@ -35,6 +35,7 @@ from tpuplane.infra.pathways.proxy import PROXY_RESOURCES
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
+    SLICE_GROUP_LABEL,
     dedicated_toleration,
     tpu_node_selector,
     tpu_resources,
@@ -238,12 +239,23 @@ def _head_job(name: str, *, spec: TpuSpec, slices: int, server_image: str, gcs_s
 
 
 def _worker_job(name: str, *, spec: TpuSpec, slices: int, capacity: str, server_image: str,
-                gcs_scratch_location: str, node_pools: list[str], placement_policy: str | None) -> dict[str, Any]:
+                gcs_scratch_location: str, node_pools: list[str], placement_policy: str | None,
+                slice_group: str | None) -> dict[str, Any]:
     container = worker_container(image=server_image, spec=spec, resource_manager=pathways_service_address(name),
                                  gcs_scratch_location=gcs_scratch_location)
     # Only this group's node pools: another group of the same TPU type (a batch pool under Kueue) is not ours.
     own_pools = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": NODEPOOL_LABEL, "operator": "In", "values": sorted(node_pools)}]}]}}}
+    pod: dict[str, Any] = {"spec": {
+        "affinity": own_pools,
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "nodeSelector": tpu_node_selector(spec, capacity, placement_policy),
+        "restartPolicy": "OnFailure",
+        "tolerations": tpu_tolerations(capacity) + [dedicated_toleration(name)],
+    }}
+    if slice_group:
+        pod["metadata"] = {"labels": {SLICE_GROUP_LABEL: slice_group}}
     vms = spec.vms_per_slice
     return {
         "name": WORKER_JOB,
@@ -257,14 +269,7 @@ def _worker_job(name: str, *, spec: TpuSpec, slices: int, capacity: str, server_
                 "completionMode": "Indexed",
                 "completions": vms,
                 "parallelism": vms,
-                "template": {"spec": {
-                    "affinity": own_pools,
-                    "automountServiceAccountToken": False,
-                    "containers": [container],
-                    "nodeSelector": tpu_node_selector(spec, capacity, placement_policy),
-                    "restartPolicy": "OnFailure",
-                    "tolerations": tpu_tolerations(capacity) + [dedicated_toleration(name)],
-                }},
+                "template": pod,
             },
         },
     }
@@ -283,13 +288,15 @@ def render_pathways_service_jobset(
     placement_policy: str | None = None,
     sidecar_image: str | None = None,
     shm_dir: str = DEFAULT_SHM_DIR,
+    slice_group: str | None = None,
 ) -> dict[str, Any]:
     """The service's JobSet in namespace `name`. `node_pools` are the TPU group's pools (one per slice);
     `placement_policy` is the workload policy tpu7/tpu7x multi-host pools carry; `sidecar_image` adds the
-    colocated-Python sidecar to every worker."""
+    colocated-Python sidecar to every worker; `slice_group` (the pool group's name) labels the workers, as every
+    TPU pod of the fleet is labelled for the dashboard."""
     worker = _worker_job(name, spec=spec, slices=slices, capacity=capacity, server_image=server_image,
                          gcs_scratch_location=gcs_scratch_location, node_pools=node_pools,
-                         placement_policy=placement_policy)
+                         placement_policy=placement_policy, slice_group=slice_group)
     if sidecar_image is not None:
         pod = worker["template"]["spec"]["template"]
         pod["spec"] = attach_colocated_sidecar(pod["spec"], sidecar_image, shm_dir=shm_dir)

@@ -8,6 +8,7 @@ and names the table's date and source: prices change, discounts are negotiated, 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.catalog import GENERATIONS
 from tpuplane.infra.redaction import redact_text
 from tpuplane.infra.yaml_input import read_yaml_file
-from tpuplane.infra.review.summary import CAPACITY_MODES, FleetSummary
+from tpuplane.infra.review.summary import CAPACITY_MODES, FleetSummary, PoolGroup
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
 _GENERATION_NAMES = tuple(g.generation for g in GENERATIONS)
@@ -116,18 +117,32 @@ def load_prices(override: Path | None = None) -> PriceTable:
 
 @dataclass(frozen=True)
 class CostLine:
-    """Chips of one generation on one capacity mode, and what they cost a month (None: no price known)."""
+    """Chips of one generation on one capacity mode, and what they cost a month (None: no price known): at most,
+    with every group at its maximum; `min_chips` and `monthly_min` with the groups that scale at their minimum."""
 
     generation: str
     capacity: str
     chips: int
     chip_hours: float
     monthly: float | None
+    min_chips: int | None = None  # None: the chips do not scale
+    monthly_min: float | None = None
+
+    @property
+    def scales(self) -> bool:
+        return self.min_chips is not None and self.min_chips != self.chips
 
 
 def fleet_cost(summary: FleetSummary, prices: PriceTable) -> tuple[CostLine, ...]:
-    return tuple(_line(generation, mode, chips, prices)
-                 for (generation, mode), chips in summary.chips_by_mode().items())
+    minimum = summary.chips_by_mode(minimum=True)
+    lines = []
+    for (generation, mode), chips in summary.chips_by_mode().items():
+        line = _line(generation, mode, chips, prices)
+        low = minimum.get((generation, mode), chips)
+        if low != chips:
+            line = dataclasses.replace(line, min_chips=low, monthly_min=_line(generation, mode, low, prices).monthly)
+        lines.append(line)
+    return tuple(lines)
 
 
 def cost_delta(base: FleetSummary, head: FleetSummary, prices: PriceTable) -> tuple[CostLine, ...]:
@@ -143,9 +158,16 @@ def _line(generation: str, mode: str, chips: int, prices: PriceTable) -> CostLin
     return CostLine(generation, mode, chips, hours, None if rate is None else round(hours * rate, 2))
 
 
-def total(lines: tuple[CostLine, ...]) -> float:
-    """What the priced lines add up to; `cost_note` says which chips it leaves out."""
-    return round(sum(line.monthly or 0.0 for line in lines), 2)
+def total(lines: tuple[CostLine, ...], *, minimum: bool = False) -> float:
+    """The month's estimate at the groups' maximum, or with `minimum` at their minimum."""
+    return round(sum((line.monthly_min if minimum and line.scales else line.monthly) or 0.0 for line in lines), 2)
+
+
+def money_range(low: float | None, high: float | None, currency: str = "USD") -> str:
+    """`$0 – $38,016` for what scales, `$38,016` for what does not."""
+    if low is None or low == high:
+        return money(high, currency)
+    return f"{money(low, currency)} – {money(high, currency)}"
 
 
 def unpriced_note(lines: tuple[CostLine, ...]) -> str:
@@ -163,3 +185,13 @@ def money(value: float | None, currency: str = "USD", signed: bool = False) -> s
     sign = ("+" if value > 0 else "-" if value < 0 else "") if signed else ("-" if value < 0 else "")
     symbol = "$" if currency == "USD" else f"{currency} "
     return f"{sign}{symbol}{abs(value):,.0f}"
+
+
+def group_cost(group: PoolGroup, prices: PriceTable) -> str:
+    """A pool group's monthly estimate, a range from its minimum to its maximum when it scales."""
+    rate = prices.rate(group.generation, group.capacity)
+    if rate is None:
+        return money(None, prices.currency)
+    monthly = round(group.chips * prices.hours_per_month * rate, 2)
+    low = round(group.min_chips * prices.hours_per_month * rate, 2) if group.min_slices is not None else None
+    return money_range(low, monthly, prices.currency)

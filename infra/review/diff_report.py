@@ -14,7 +14,7 @@ from typing import Any
 
 from tpuplane.infra.review.fold import GITHUB_COMMENT_MAX, Folding
 from tpuplane.infra.review.report_format import ReportFormat
-from tpuplane.infra.review.impact import DiffContext, add_fleet, cost_json, cost_markdown, cost_text
+from tpuplane.infra.review.impact import DiffContext, add_fleet, cost_json, cost_markdown, cost_text, grant_changes
 from tpuplane.infra.review.markup import html_text, md_code, md_text, visible
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, PropertyChange, ResourceChange, TpuImpact
 from tpuplane.infra.review.summary import key_text, short_type
@@ -105,6 +105,9 @@ def render_markdown(diff: PlanDiff, context: DiffContext | None = None, max_leng
     if replaced:
         fold.add(_md_warning(replaced), what="the list of replaced resources")
     fold.add(["#### TPU impact", "", *_md_impact(diff.tpu_impact), ""])
+    if context and (grants := grant_changes(diff, context)):
+        fold.add(["#### IAM grants", "", *(f"- {md_code(_SYMBOL[g.action])} {g.action.value}: {md_code(g.text)}"
+                                           for g in grants), ""], what="the IAM grants")
     if context:
         fold.add(["#### Estimated cost", "", *cost_markdown(context), ""], what="the estimated cost")
     fold.add(["#### Resources", "", *table(("", "Resource", "Type", "Properties"), [])])
@@ -151,6 +154,8 @@ def render_text(diff: PlanDiff, context: DiffContext | None = None) -> str:
         lines.append(f"  {visible(row.generation)}: slices +{row.slices_added} -{row.slices_removed} "
                      f"recreated {row.slices_recreated}; chips +{row.chips_added} -{row.chips_removed} "
                      f"recreated {row.chips_recreated}")
+    if context and (grants := grant_changes(diff, context)):
+        lines += ["IAM grants:", *(f"  {_SYMBOL[g.action]:<2} {visible(g.text)}" for g in grants)]
     if context:
         lines += cost_text(context)
     lines.append(_summary_line(diff))
@@ -163,7 +168,10 @@ def render_text(diff: PlanDiff, context: DiffContext | None = None) -> str:
 
 def diff_to_dict(diff: PlanDiff, context: DiffContext | None = None) -> dict[str, Any]:
     """camelCase, like the plan file."""
-    extra = {} if context is None else {"costImpact": cost_json(context)}
+    extra = {} if context is None else {
+        "costImpact": cost_json(context),
+        "grantChanges": [{"action": g.action.value, "member": g.grant.member, "role": g.grant.role,
+                          "roleBefore": g.before or None, "on": g.grant.target} for g in grant_changes(diff, context)]}
     return {**extra,
         "base": {"project": diff.base[0], "stack": diff.base[1]},
         "head": {"project": diff.head[0], "stack": diff.head[1]},

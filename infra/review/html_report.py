@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total, unpriced_note
+from tpuplane.infra.review.cost import PriceTable, fleet_cost, money_range, total, unpriced_note
 from tpuplane.infra.review.markup import html_text as _e
 from tpuplane.infra.review.plan import Plan, PlannedResource
 from tpuplane.infra.review.summary import FleetSummary, key_properties, key_text, short_type, summarize, urn_name
@@ -89,18 +89,20 @@ def fleet_svg(summary: FleetSummary) -> str:
         height = max(lines * (side + _GAP), 48.0)
         colour = CAPACITY_COLOURS.get(g.capacity, "#57606a")
         parts = [f'<g class="pool-group" data-group="{_e(g.name)}" data-chips="{g.chips}" '
-                 f'data-capacity="{_e(g.capacity)}">',
+                 f'data-capacity="{_e(g.capacity)}" data-slices="{_e(g.slices_text)}">',
                  f'<text x="0" y="{y + 16:.1f}" font-weight="600">{_e(g.name)}</text>',
-                 f'<text x="0" y="{y + 32:.1f}">{g.slices} x {_e(g.tpu_type)} · {g.chips} chips</text>',
+                 f'<text x="0" y="{y + 32:.1f}">{_e(g.slices_text)} x {_e(g.tpu_type)} · {g.chips} chips</text>',
                  f'<text x="0" y="{y + 46:.1f}" fill="{colour}">{_e(g.capacity)}'
                  f'{" " + _e(g.reservation) if g.reservation else ""}</text>']
         for i in range(g.slices):
             x = _LABEL_WIDTH + (i % per_row) * (side + _GAP)
             top = y + (i // per_row) * (side + _GAP)
+            held = not g.held or g.held[i]  # a slice that scales from zero is drawn faint
             parts.append(f'<rect class="slice" x="{x:.1f}" y="{top:.1f}" width="{side:.1f}" height="{side:.1f}" '
-                         f'rx="3" fill="{colour}" data-chips="{g.chips_per_slice}"><title>{_e(g.node_pools[i])}: '
+                         f'rx="3" fill="{colour}" fill-opacity="{1 if held else 0.35}" data-chips="{g.chips_per_slice}" '
+                         f'data-held="{str(held).lower()}"><title>{_e(g.node_pools[i])}: '
                          f'{_e(g.tpu_type)}, {g.chips_per_slice} chips, {g.vms_per_slice} VMs, '
-                         f'{_e(g.capacity)}</title></rect>')
+                         f'{_e(g.capacity)}{"" if held else ", scales from zero"}</title></rect>')
             if side >= 60:
                 parts.append(f'<text class="slice-label" x="{x + 6:.1f}" y="{top + 17:.1f}">'
                              f'{_e(g.node_pools[i])}</text><text class="slice-label" x="{x + 6:.1f}" '
@@ -147,13 +149,38 @@ def _costs(summary: FleetSummary, prices: PriceTable) -> str:
     lines = fleet_cost(summary, prices)
     rows = "".join(
         f'<tr><td>{_e(c.generation)}</td><td><i style="color:{CAPACITY_COLOURS.get(c.capacity, "#57606a")}">'
-        f'&#9632;</i> {_e(c.capacity)}</td><td class="num">{c.chips}</td><td class="num">{c.chip_hours:,.0f}</td>'
-        f'<td class="num">{_e(money(c.monthly, prices.currency))}</td></tr>' for c in lines)
+        f'&#9632;</i> {_e(c.capacity)}</td><td class="num">{f"{c.min_chips}-{c.chips}" if c.scales else c.chips}'
+        f'</td><td class="num">{c.chip_hours:,.0f}</td>'
+        f'<td class="num">{_e(money_range(c.monthly_min, c.monthly, prices.currency))}</td></tr>' for c in lines)
     return ('<table id="costs"><thead><tr><th>Generation</th><th>Capacity</th><th class="num">Chips</th>'
             '<th class="num">Chip-hours / month</th><th class="num">Est. monthly</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"
             + (f'<p class="note unpriced">The total is {_e(unpriced_note(lines))}.</p>' if unpriced_note(lines) else "")
             + f'<p class="note">{_e(prices.note)}</p>')
+
+
+def _access(summary: FleetSummary) -> str:
+    """Storage the teams mount, and every IAM grant of the plan."""
+    parts = []
+    if summary.storage:
+        parts.append("<h3>Storage</h3><table id=\"storage\"><thead><tr><th>Storage</th><th>Kind</th><th>Location</th>"
+                     "<th>Access</th><th>Namespaces</th></tr></thead><tbody>" + "".join(
+                         f"<tr><td><code>{_e(v.name)}</code></td><td>{_e(v.kind)}</td><td><code>{_e(v.location)}"
+                         f"</code></td><td>{'read-only' if v.read_only else 'read-write'}</td>"
+                         f"<td>{_e(', '.join(v.namespaces))}</td></tr>" for v in summary.storage) + "</tbody></table>")
+    if summary.grants:
+        parts.append("<h3>IAM grants</h3><table id=\"grants\"><thead><tr><th>Member</th><th>Role</th><th>On</th>"
+                     "</tr></thead><tbody>" + "".join(
+                         f"<tr><td><code>{_e(g.member)}</code></td><td><code>{_e(g.role)}</code></td>"
+                         f"<td><code>{_e(g.target)}</code></td></tr>" for g in summary.grants) + "</tbody></table>")
+    return "".join(parts)
+
+
+def _monitoring(summary: FleetSummary) -> str:
+    items = [f"<li>node auto-provisioning: <code>{_e(kind)}</code> up to {_e(most)}</li>"
+             for kind, most in summary.autoprovisioning]
+    items += [f"<li>dashboard <code>{_e(title)}</code></li>" for title in summary.dashboards]
+    return f"<ul>{''.join(items)}</ul>" if items else ""
 
 
 def _resources(resources: Sequence[PlannedResource]) -> str:
@@ -177,9 +204,10 @@ def render_html(plan: Plan, prices: PriceTable) -> str:
     """A redacted plan as one page."""
     summary, items = summarize(plan), plan.resources
     chips = sum(summary.chips_by_generation().values())
-    monthly = total(fleet_cost(summary, prices))
+    costs = fleet_cost(summary, prices)
     cards = [("TPU chips", str(chips)), ("slices", str(sum(g.slices for g in summary.pool_groups))),
-             ("est. per month", money(monthly, prices.currency)), ("resources", str(len(items)))]
+             ("est. per month", money_range(total(costs, minimum=True), total(costs), prices.currency)),
+             ("resources", str(len(items)))]
     pathways = "".join(
         f"<li>service <code>{_e(s.namespace)}/{_e(s.name)}</code>: {_e(s.instances)} x "
         f"<code>{_e(s.instance_type)}</code>, server <code>{_e(s.server_image)}</code></li>"
@@ -199,6 +227,10 @@ def render_html(plan: Plan, prices: PriceTable) -> str:
         '<section id="fleet"><h2>TPU fleet</h2>', _legend(summary), fleet_svg(summary), _costs(summary, prices),
         "</section>",
         '<section id="queues"><h2>Queues</h2>', _queues(summary), "</section>",
+        *([f'<section id="access"><h2>Storage and access</h2>{access}</section>'] if (access := _access(summary))
+          else []),
+        *([f'<section id="fleet-extras"><h2>Autoscaling and monitoring</h2>{extras}</section>']
+          if (extras := _monitoring(summary)) else []),
         *([f'<section id="pathways"><h2>Pathways</h2><ul>{pathways}</ul></section>'] if pathways else []),
         '<section id="resource-list"><h2>Resources</h2>',
         '<p class="note">' + _e(", ".join(f"{n} {kind}" for kind, n in summary.resource_counts)) + "</p>",

@@ -15,8 +15,8 @@ from typing import Any
 from tpuplane.infra.review.cost import CostLine, PriceTable, cost_delta, money, total, unpriced_note
 from tpuplane.infra.review.markup import md_text, visible
 from tpuplane.infra.review.plan import Plan, PlannedResource
-from tpuplane.infra.review.plan_diff import Action, ResourceChange
-from tpuplane.infra.review.summary import FleetSummary, key_properties, summarize
+from tpuplane.infra.review.plan_diff import Action, PlanDiff, ResourceChange
+from tpuplane.infra.review.summary import FleetSummary, Grant, grant_of, key_properties, summarize
 from tpuplane.infra.review.fold import Folding
 from tpuplane.infra.review.summary_markdown import add_diagram, summary_markdown, table
 
@@ -44,6 +44,33 @@ def diff_context(base: Plan, head: Plan, prices: PriceTable) -> DiffContext:
     resources = {**base.by_urn(), **head.by_urn()}
     base_summary, head_summary = summarize(base), summarize(head)
     return DiffContext(resources, head_summary, cost_delta(base_summary, head_summary, prices), prices)
+
+
+@dataclass(frozen=True)
+class GrantChange:
+    """An IAM grant the change makes (`create`), takes away (`delete`), or changes: `before` is its earlier role."""
+
+    action: Action
+    grant: Grant
+    before: str = ""
+
+    @property
+    def text(self) -> str:
+        role = f"{self.before} -> {self.grant.role}" if self.before else self.grant.role
+        return f"{self.grant.member} {role} on {self.grant.target}"
+
+
+def grant_changes(diff: PlanDiff, context: DiffContext) -> list[GrantChange]:
+    """Every IAM grant added, removed or changed: who may reach what, before the properties that say so."""
+    changes = []
+    for change in diff.changes:
+        resource = context.resources.get(change.urn)
+        grant = grant_of(change.type, change.name, resource.read()) if resource is not None else None
+        if grant is None:
+            continue
+        role = next((p for p in change.properties if p.path == "role"), None)
+        changes.append(GrantChange(change.action, grant, str(role.before) if role and role.before else ""))
+    return changes
 
 
 def cost_markdown(context: DiffContext) -> list[str]:

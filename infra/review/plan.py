@@ -18,10 +18,14 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.catalog import machine_type_generation
 from tpuplane.infra.redaction import redact, redact_inputs, redact_names, redact_text, sensitive_paths
 from tpuplane.infra.review.resource_inputs import (  # noqa: F401 (the type tokens, where reviewers import them)
+    BUCKET_GRANT,
     CLUSTER,
     CONFIG_GROUP,
     HELM_RELEASE,
     NODE_POOL,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    PROJECT_GRANT,
     RESERVATION,
     RESOURCE_POLICY,
     Inputs,

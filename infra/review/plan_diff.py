@@ -14,15 +14,15 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, cast
 
 from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, child_path, redact_inputs, redact_text
 from tpuplane.infra.review.plan import (
-    CLUSTER, HELM_RELEASE, NODE_POOL, RESERVATION, RESOURCE_POLICY, NodePoolInputs, Plan, PlannedResource, TpuPool,
-    tpu_pool,
+    BUCKET_GRANT, CLUSTER, HELM_RELEASE, NODE_POOL, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, PROJECT_GRANT,
+    RESERVATION, RESOURCE_POLICY, NodePoolInputs, Plan, PlannedResource, TpuPool, tpu_pool,
 )
 
 # ---------------------------------------------------------------------------------------------------------
@@ -31,10 +31,12 @@ from tpuplane.infra.review.plan import (
 
 @dataclass(frozen=True)
 class ReplacementRule:
-    """A change at `path` (or below it) replaces the resource, or every node of a pool, for `reason`."""
+    """A change at `path` (or below it) replaces the resource, or every node of a pool, for `reason`; unless
+    `unless` holds of the inputs before and after (the program tells the engine to ignore the change)."""
 
     path: str
     reason: str
+    unless: Callable[[Mapping[str, Any], Mapping[str, Any]], bool] | None = None
 
     def covers(self, path: str) -> bool:
         """The rule's path is `path`, above it or below it (`nodeConfig` covers `nodeConfig.spot`, and back)."""
@@ -53,9 +55,16 @@ _FORCE_NEW = "the provider deletes and re-creates the resource (ForceNew)"
 _NODES_RECREATED = ("GKE recreates every node of the pool (the provider updates in place, but a TPU slice "
                     "is torn down and provisioned again)")
 
+def _autoscaled(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """`TpuSlicePool` tells the engine to ignore the initial size of a pool that autoscales (the autoscaler owns
+    it), also on the update that turns autoscaling on: the engine keeps the size it has."""
+    return bool(after.get("autoscaling"))
+
+
 REPLACEMENT_RULES: Mapping[str, tuple[ReplacementRule, ...]] = {
     NODE_POOL: (
-        *_rules(_FORCE_NEW, "cluster", "location", "project", "name", "namePrefix", "initialNodeCount",
+        ReplacementRule("initialNodeCount", _FORCE_NEW, unless=_autoscaled),
+        *_rules(_FORCE_NEW, "cluster", "location", "project", "name", "namePrefix",
                 "placementPolicy", "queuedProvisioning", "maxPodsPerNode",
                 "networkConfig.additionalNodeNetworkConfigs", "networkConfig.additionalPodNetworkConfigs",
                 "networkConfig.acceleratorNetworkProfile",
@@ -83,15 +92,24 @@ REPLACEMENT_RULES: Mapping[str, tuple[ReplacementRule, ...]] = {
                         "specificReservationRequired"),
     RESOURCE_POLICY: _rules("resource policies are immutable: every change replaces the policy", ""),
     HELM_RELEASE: _rules("a Helm release is identified by its name and namespace", "name", "namespace"),
+    BUCKET_GRANT: _rules("an IAM member grant is replaced on any change: the old grant is revoked", ""),
+    PROJECT_GRANT: _rules("an IAM member grant is replaced on any change: the old grant is revoked", ""),
 }
 _KUBERNETES_RULES = _rules("a Kubernetes object is identified by its apiVersion, kind, name and namespace",
                            "apiVersion", "kind", "metadata.name", "metadata.namespace")
+# What the Kubernetes provider replaces rather than patches, where tpuplane renders the kind (its `forceNew` table).
+_KIND_RULES: Mapping[str, tuple[ReplacementRule, ...]] = {
+    PERSISTENT_VOLUME: _rules("a volume's source is immutable: the volume is replaced (its data is kept: Retain)",
+                              "spec.csi"),
+    PERSISTENT_VOLUME_CLAIM: _rules("a claim's access, class and volume are immutable: the claim is replaced",
+                                    "spec.accessModes", "spec.selector", "spec.storageClassName", "spec.volumeName"),
+}
 
 
 def replacement_rules(resource_type: str) -> tuple[ReplacementRule, ...]:
     if resource_type in REPLACEMENT_RULES:
         return REPLACEMENT_RULES[resource_type]
-    return _KUBERNETES_RULES if resource_type.startswith("kubernetes:") else ()
+    return _KUBERNETES_RULES + _KIND_RULES.get(resource_type, ()) if resource_type.startswith("kubernetes:") else ()
 
 
 def _first_key(path: str) -> str:
@@ -113,11 +131,17 @@ def _rules_by_first_key(resource_type: str) -> dict[str, tuple[ReplacementRule, 
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same paths recur in every pool of a fleet
-def replacement_reason(resource_type: str, path: str) -> str:
-    """Why a change at `path` replaces the resource (the first rule that covers it), or "" for an in-place update."""
+def _covering(resource_type: str, path: str) -> tuple[ReplacementRule, ...]:
     by_key = _rules_by_first_key(resource_type)
-    candidates = by_key.get(_first_key(path), by_key[""])
-    return next((r.reason for r in candidates if r.covers(path)), "")
+    return tuple(r for r in by_key.get(_first_key(path), by_key[""]) if r.covers(path))
+
+
+def replacement_reason(resource_type: str, path: str, before: Mapping[str, Any] | None = None,
+                       after: Mapping[str, Any] | None = None) -> str:
+    """Why a change at `path` replaces the resource (the first rule that covers it and that the inputs `before`
+    and `after` do not excuse), or "" for an in-place update."""
+    return next((r.reason for r in _covering(resource_type, path)
+                 if not (r.unless and r.unless(before or {}, after or {}))), "")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -261,7 +285,7 @@ def property_changes(resource_type: str, before: Mapping[str, Any], after: Mappi
     changes = []
     for keys, b, a in _leaf_changes(dict(before), dict(after)):
         path = _path(keys)
-        reason = replacement_reason(resource_type, path)
+        reason = replacement_reason(resource_type, path, before, after)
         changes.append(PropertyChange(
             path=path,
             kind="add" if b is _MISSING else "remove" if a is _MISSING else "change",

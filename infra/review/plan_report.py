@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, money, total, unpriced_note
+from tpuplane.infra.review.cost import CostLine, PriceTable, fleet_cost, group_cost, money_range, total, unpriced_note
 from tpuplane.infra.review.fold import GITHUB_COMMENT_MAX, Folding
 from tpuplane.infra.review.html_report import render_html
 from tpuplane.infra.review.markup import html_text, md_code, md_fence, md_text, visible
@@ -69,22 +69,22 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
         pools = _table("TPU pool groups", "group", "TPU type", "machine type", "capacity", "reservation",
                        "slices", "VMs", "chips", "est. $/month", right=4)
         for g in summary.pool_groups:
-            rate = prices.rate(g.generation, g.capacity)
-            monthly = None if rate is None else g.chips * prices.hours_per_month * rate
             pools.add_row(_text(g.name, "bold"), _text(g.tpu_type), _text(g.machine_type),
                           _text(g.capacity, CAPACITY_STYLE.get(g.capacity, "")), _text(g.reservation or "-"),
-                          str(g.slices), str(g.vms), str(g.chips), _text(money(monthly, prices.currency)))
+                          g.slices_text, str(g.vms), str(g.chips), _text(group_cost(g, prices)))
         costs = fleet_cost(summary, prices)
         chips = _table("Chips per generation", "generation", "capacity", "chips", "chip-hours/month",
                        "est. $/month", right=3)
         for c in costs:
-            chips.add_row(_text(c.generation), _text(c.capacity, CAPACITY_STYLE.get(c.capacity, "")), str(c.chips),
-                          f"{c.chip_hours:,.0f}", _text(money(c.monthly, prices.currency)))
+            chips.add_row(_text(c.generation), _text(c.capacity, CAPACITY_STYLE.get(c.capacity, "")), chips_text(c),
+                          f"{c.chip_hours:,.0f}", _text(money_range(c.monthly_min, c.monthly, prices.currency)))
         chips.add_row(Text("total", "bold"), "", Text(str(sum(c.chips for c in costs)), "bold"),
-                      f"{sum(c.chip_hours for c in costs):,.0f}", _text(money(total(costs), prices.currency), "bold"))
+                      f"{sum(c.chip_hours for c in costs):,.0f}",
+                      _text(money_range(total(costs, minimum=True), total(costs), prices.currency), "bold"))
         unpriced = unpriced_note(costs)
+        note = prices.note + SCALING_NOTE if any(c.scales for c in costs) else prices.note
         out += ["", pools, "", chips, *([_text(f"The total is {unpriced}.", "yellow")] if unpriced else []),
-                _text(prices.note, "dim")]
+                _text(note, "dim")]
     else:
         out += ["", Text("No TPU node pools.", "dim")]
     if summary.cpu_pools:
@@ -98,6 +98,21 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
                                _text(flavor), _text(quota_text(q.quotas, flavor)),
                                _text(", ".join(q.local_queues)) if i == 0 else "")
         out += ["", queues]
+    if summary.autoprovisioning:
+        out.append(_text("Node auto-provisioning: " + nap_text(summary)))
+    if summary.storage:
+        storage = _table("Storage (mounted by name)", "storage", "kind", "location", "access", "namespaces")
+        for v in summary.storage:
+            storage.add_row(_text(v.name, "bold"), _text(v.kind), _text(v.location),
+                            "read-only" if v.read_only else "read-write", _text(", ".join(v.namespaces)))
+        out += ["", storage]
+    if summary.grants:
+        grants = _table("IAM grants", "member", "role", "on")
+        for grant in summary.grants:
+            grants.add_row(_text(grant.member), _text(grant.role), _text(grant.target))
+        out += ["", grants]
+    if summary.dashboards:
+        out += ["", Text.assemble(("Dashboards: ", "bold"), visible(", ".join(summary.dashboards)))]
     if summary.pathways or summary.sidecar_images:
         pathways = _table("Pathways", "service", "instances", "server / sidecar image")
         for s in summary.pathways:
@@ -109,6 +124,17 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
     out += ["", Text.assemble(("Resources: ", "bold"),
                               visible(", ".join(f"{n} {kind}" for kind, n in summary.resource_counts)))]
     return out
+
+
+SCALING_NOTE = " Ranges: groups that scale, from their minimum to their maximum."
+
+
+def chips_text(line: CostLine) -> str:
+    return f"{line.min_chips}-{line.chips}" if line.scales else str(line.chips)
+
+
+def nap_text(summary: FleetSummary) -> str:
+    return ", ".join(f"{kind} up to {most}" for kind, most in summary.autoprovisioning)
 
 
 def render_table(plan: Plan, details: bool = False, prices: PriceTable | None = None) -> RenderableType:

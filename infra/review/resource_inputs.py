@@ -38,6 +38,12 @@ CLUSTER = "gcp:container/cluster:Cluster"
 RESERVATION = "gcp:compute/reservation:Reservation"
 RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
+PERSISTENT_VOLUME_CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
+PROJECT_GRANT = "gcp:projects/iAMMember:IAMMember"
+GRANT_TYPES = (BUCKET_GRANT, PROJECT_GRANT)
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
@@ -173,11 +179,24 @@ class ReleaseChannel(Inputs):
     channel: StrictStr | None = None
 
 
+class ResourceLimit(Inputs):
+    resource_type: StrictStr | None = None
+    maximum: Count | None = None
+
+
+class ClusterAutoscaling(Inputs):
+    """Node auto-provisioning: on, and its limit per resource type."""
+
+    enabled: StrictBool | None = None
+    resource_limits: list[ResourceLimit] | None = None
+
+
 class ClusterInputs(Inputs):
     name: StrictStr | None = None
     location: StrictStr | None = None
     release_channel: ReleaseChannel | None = None
     deletion_protection: StrictBool | None = None
+    cluster_autoscaling: ClusterAutoscaling | None = None
 
 
 class InstanceProperties(Inputs):
@@ -204,6 +223,40 @@ class KubernetesInputs(Inputs):
     """Any Kubernetes object: its metadata."""
 
     metadata: ObjectMeta | None = None
+
+
+class Csi(Inputs):
+    driver: StrictStr | None = None
+    volume_handle: StrictStr | None = None
+
+
+class ClaimRef(Inputs):
+    name: StrictStr | None = None
+    namespace: StrictStr | None = None
+
+
+class PersistentVolumeSpec(Inputs):
+    csi: Csi | None = None
+    claim_ref: ClaimRef | None = None
+    access_modes: list[StrictStr] | None = None
+    mount_options: list[StrictStr] | None = None
+
+
+class PersistentVolumeInputs(KubernetesInputs):
+    spec: PersistentVolumeSpec | None = None
+
+
+class GrantInputs(Inputs):
+    """A BucketIAMMember or a projects IAMMember: who gets which role on what."""
+
+    member: StrictStr | None = None
+    role: StrictStr | None = None
+    bucket: StrictStr | None = None
+    project: StrictStr | None = None
+
+
+class DashboardInputs(Inputs):
+    dashboard_json: StrictStr | None = None
 
 
 class FlavorSpec(Inputs):
@@ -310,6 +363,8 @@ INPUTS_BY_TYPE: Mapping[str, type[Inputs]] = {
     NODE_POOL: NodePoolInputs, CLUSTER: ClusterInputs, RESERVATION: ReservationInputs,
     RESOURCE_FLAVOR: ResourceFlavorInputs, CLUSTER_QUEUE: ClusterQueueInputs, LOCAL_QUEUE: LocalQueueInputs,
     JOBSET: JobSetInputs, CONFIG_GROUP: ConfigGroupInputs, IMAGE: ImageInputs, HELM_RELEASE: HelmReleaseInputs,
+    PERSISTENT_VOLUME: PersistentVolumeInputs, BUCKET_GRANT: GrantInputs, PROJECT_GRANT: GrantInputs,
+    DASHBOARD: DashboardInputs,
 }
 
 def inputs_model(resource_type: str) -> type[Inputs]:

@@ -23,21 +23,28 @@ from tpuplane.infra.fleet.capacity import FLEX_START_LABEL, SPOT_LABEL
 from tpuplane.infra.fleet.catalog import TpuSpec, find_generation, machine_type_generation, resolve_tpu_type
 from tpuplane.infra.fleet.scheduling import ACCELERATOR_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from tpuplane.infra.pathways.service import MANAGED_BY_LABELS
+from tpuplane.infra.storage.volumes import STORAGE_KINDS, STORAGE_LABEL
 from tpuplane.infra.review.plan import Plan, PlannedResource, node_pool, pool_vms
 from tpuplane.infra.review.resource_inputs import (
+    BUCKET_GRANT,
     CLUSTER,
     CLUSTER_QUEUE,
     CONFIG_GROUP,
-    HELM_RELEASE,
+    DASHBOARD,
+    GRANT_TYPES,
     IMAGE,
     JOBSET,
     LOCAL_QUEUE,
     NODE_POOL,
-    RESERVATION,
+    PERSISTENT_VOLUME,
     RESOURCE_FLAVOR,
+    ClaimRef,
     ClusterInputs,
     ClusterQueueInputs,
+    Csi,
     ConfigGroupInputs,
+    DashboardInputs,
+    GrantInputs,
     HelmReleaseInputs,
     ImageInputs,
     Inputs,
@@ -45,6 +52,8 @@ from tpuplane.infra.review.resource_inputs import (
     KubernetesInputs,
     LocalQueueInputs,
     NodePoolInputs,
+    PersistentVolumeInputs,
+    PersistentVolumeSpec,
     Quantity,
     ReservationInputs,
     ResourceFlavorInputs,
@@ -74,6 +83,8 @@ class PoolGroup:
     reservation: str  # the reservation consumed, "" when none (or any)
     node_pools: tuple[str, ...]  # GKE node pool names
     node_labels: tuple[Mapping[str, str], ...]  # per node pool, the labels its nodes carry
+    min_slices: int | None = None  # slices always there, when the pools scale (None: all `slices` are)
+    held: tuple[bool, ...] = ()  # per node pool: always there (False: it scales from zero)
 
     @property
     def vms(self) -> int:
@@ -81,7 +92,17 @@ class PoolGroup:
 
     @property
     def chips(self) -> int:
+        """Chips at the group's maximum: what quotas admit and what the cost estimate prices."""
         return self.slices * self.chips_per_slice
+
+    @property
+    def min_chips(self) -> int:
+        return (self.slices if self.min_slices is None else self.min_slices) * self.chips_per_slice
+
+    @property
+    def slices_text(self) -> str:
+        """"4", or "1-4" for a group that scales."""
+        return str(self.slices) if self.min_slices is None else f"{self.min_slices}-{self.slices}"
 
 
 @dataclass(frozen=True)
@@ -138,6 +159,27 @@ class SidecarImage:
 
 
 @dataclass(frozen=True)
+class StorageVolume:
+    """One storage entry of a plan: its kind, where the data lives, access, and the namespaces that mount it."""
+
+    name: str
+    kind: str
+    location: str
+    read_only: bool
+    namespaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One IAM grant: who gets which role on what."""
+
+    member: str
+    role: str
+    target: str  # "bucket <name>" or "project <id>"
+    resource: str  # the grant's resource name in the plan
+
+
+@dataclass(frozen=True)
 class FleetSummary:
     project: str
     stack: str
@@ -150,6 +192,10 @@ class FleetSummary:
     sidecar_images: tuple[SidecarImage, ...]
     resource_counts: tuple[tuple[str, int], ...]  # (short type, count), most first
     config_objects: tuple[tuple[str, str, str], ...]  # (ConfigGroup name, kind, name)
+    storage: tuple[StorageVolume, ...] = ()
+    grants: tuple[Grant, ...] = ()
+    autoprovisioning: tuple[tuple[str, int], ...] = ()  # node auto-provisioning: (resource type, maximum)
+    dashboards: tuple[str, ...] = ()  # Cloud Monitoring dashboards' titles
 
     @property
     def total_resources(self) -> int:
@@ -161,12 +207,13 @@ class FleetSummary:
             chips[group.generation] = chips.get(group.generation, 0) + group.chips
         return dict(sorted(chips.items()))
 
-    def chips_by_mode(self) -> dict[tuple[str, str], int]:
-        """(generation, capacity mode) -> chips: what list prices apply to."""
+    def chips_by_mode(self, *, minimum: bool = False) -> dict[tuple[str, str], int]:
+        """(generation, capacity mode) -> chips: what list prices apply to; the groups at their maximum, or with
+        `minimum` at their minimum (scaled down as far as they go)."""
         chips: dict[tuple[str, str], int] = {}
         for group in self.pool_groups:
             key = (group.generation, group.capacity)
-            chips[key] = chips.get(key, 0) + group.chips
+            chips[key] = chips.get(key, 0) + (group.min_chips if minimum else group.chips)
         return dict(sorted(chips.items()))
 
 
@@ -268,6 +315,7 @@ def _pool_groups(resources: Sequence[PlannedResource]) -> tuple[tuple[PoolGroup,
         spec = _tpu_spec(generation, machine_type, chips_per_vm, _topology(first))
         vms = pool_vms(first)
         capacity, reservation = capacity_of(first)
+        held = tuple(pool_floor(pool) > 0 for _, pool in pools)
         groups.append(PoolGroup(
             name=urn_name(parent) if parent.startswith("urn:") else parent,
             tpu_type=spec.name if spec else f"{generation} ({machine_type})",
@@ -275,8 +323,18 @@ def _pool_groups(resources: Sequence[PlannedResource]) -> tuple[tuple[PoolGroup,
             topology=spec.topology if spec else _topology(first), slices=len(pools), vms_per_slice=vms,
             chips_per_slice=vms * chips_per_vm, capacity=capacity, reservation=reservation,
             node_pools=tuple(pool.name or r.name for r, pool in pools),
-            node_labels=tuple(node_labels(pool) for _, pool in pools)))
+            node_labels=tuple(node_labels(pool) for _, pool in pools),
+            min_slices=sum(held) if not all(held) else None, held=held))
     return tuple(sorted(groups, key=lambda g: g.name)), tuple(sorted(cpu, key=lambda c: c.name))
+
+
+def pool_floor(inputs: Mapping[str, Any] | NodePoolInputs) -> int:
+    """VMs a pool always holds: its static size, else its autoscaling minimum (0: it scales from zero)."""
+    pool = node_pool(inputs)
+    if pool.autoscaling is not None:
+        low = pool.autoscaling.min_node_count
+        return (pool.autoscaling.total_min_node_count if low is None else low) or 0
+    return pool_vms(pool)
 
 
 def pool_size(inputs: Mapping[str, Any] | NodePoolInputs) -> str:
@@ -391,6 +449,71 @@ def _base_image(image: ImageInputs) -> str:
     return (image.build_args.base_image if image.build_args else None) or ""
 
 
+_KIND_BY_DRIVER = {kind.driver: kind.kind for kind in STORAGE_KINDS.values()}
+
+
+def _storage(resources: Sequence[PlannedResource]) -> tuple[StorageVolume, ...]:
+    """Each storage entry from its PersistentVolumes (one per namespace that mounts it)."""
+    found: dict[str, StorageVolume] = {}
+    for r in resources:
+        if r.type != PERSISTENT_VOLUME:
+            continue
+        volume = cast(PersistentVolumeInputs, r.read())
+        spec = volume.spec or PersistentVolumeSpec()
+        csi = spec.csi or Csi()
+        name = ((volume.metadata.labels if volume.metadata else None) or {}).get(STORAGE_LABEL) or r.name
+        namespace = spec.claim_ref.namespace if spec.claim_ref else None
+        seen = found.get(name)
+        kind = _KIND_BY_DRIVER.get(csi.driver or "", csi.driver or "")
+        found[name] = StorageVolume(
+            name, kind, _location(kind, csi.volume_handle or "", spec.mount_options or ()),
+            "ReadOnlyMany" in (spec.access_modes or ()),
+            tuple(sorted({*(seen.namespaces if seen else ()), *([namespace] if namespace else [])})))
+    return tuple(sorted(found.values(), key=lambda v: v.name))
+
+
+def _location(kind: str, handle: str, options: Sequence[str]) -> str:
+    """Where a volume's data lives: a bucket (and its folder), else the driver's handle of the instance or disk."""
+    if kind != "gcs":
+        return handle.split(":")[0]  # Lustre's handles end in :<namespace>
+    folder = next((o.partition("=")[2] for o in options if o.startswith("only-dir=")), "")
+    return f"gs://{handle}/{folder}" if folder else f"gs://{handle}"
+
+
+def grant_of(resource_type: str, name: str, inputs: Mapping[str, Any] | Inputs) -> Grant | None:
+    """The grant a BucketIAMMember or projects IAMMember makes (raw inputs, or its `read()`); None for other
+    resources."""
+    if resource_type not in GRANT_TYPES:
+        return None
+    read = inputs if isinstance(inputs, Inputs) else read_inputs(resource_type, inputs)
+    if not isinstance(read, GrantInputs):
+        return None
+    target = f"bucket {read.bucket or ''}" if resource_type == BUCKET_GRANT else f"project {read.project or ''}"
+    return Grant(read.member or "", read.role or "", target, name)
+
+
+def _grants(resources: Sequence[PlannedResource]) -> tuple[Grant, ...]:
+    grants = (grant_of(r.type, r.name, r.read()) for r in resources if r.type in GRANT_TYPES)
+    return tuple(sorted((g for g in grants if g is not None), key=lambda g: (g.member, g.target, g.role)))
+
+
+def _autoprovisioning(cluster: ClusterInputs) -> tuple[tuple[str, int], ...]:
+    """Node auto-provisioning's limits, (resource type, maximum); () when it is off."""
+    autoscaling = cluster.cluster_autoscaling
+    if autoscaling is None or not autoscaling.enabled:
+        return ()
+    return tuple((limit.resource_type or "", limit.maximum) for limit in autoscaling.resource_limits or ()
+                 if limit.maximum is not None)
+
+
+def dashboard_title(dashboard: DashboardInputs) -> str:
+    try:
+        title = json.loads(dashboard.dashboard_json).get("displayName") if dashboard.dashboard_json else None
+    except (ValueError, AttributeError, RecursionError):
+        title = None
+    return title if isinstance(title, str) and title else "(untitled)"
+
+
 def config_objects(inputs: Mapping[str, Any] | ConfigGroupInputs) -> list[tuple[str, str]]:
     """(kind, name) of each object a ConfigGroup applies, `namespace/name` when namespaced."""
     group = inputs if isinstance(inputs, ConfigGroupInputs) else ConfigGroupInputs.model_validate(inputs)
@@ -421,6 +544,11 @@ def summarize(plan: Plan) -> FleetSummary:
         resource_counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         config_objects=tuple(sorted((r.name, kind, name) for r in items if r.type == CONFIG_GROUP
                                     for kind, name in config_objects(cast(ConfigGroupInputs, r.read())))),
+        storage=_storage(items), grants=_grants(items),
+        autoprovisioning=next((limits for r in items if r.type == CLUSTER
+                               and (limits := _autoprovisioning(cast(ClusterInputs, r.read())))), ()),
+        dashboards=tuple(sorted(dashboard_title(cast(DashboardInputs, r.read())) for r in items
+                                if r.type == DASHBOARD)),
     )
 
 
@@ -459,16 +587,29 @@ def key_properties(resource_type: str, inputs: Mapping[str, Any] | Inputs) -> li
         return [("objects", ", ".join(f"{kind}/{name}" for kind, name in config_objects(read)))]
     if isinstance(read, ClusterInputs):
         channel = read.release_channel.channel if read.release_channel else None
-        return [(label, value) for label, value in
-                (("location", read.location), ("release channel", channel),
-                 ("deletion protection", None if read.deletion_protection is None
-                  else json.dumps(read.deletion_protection))) if value is not None]
+        props = [(label, value) for label, value in
+                 (("location", read.location), ("release channel", channel),
+                  ("deletion protection", None if read.deletion_protection is None
+                   else json.dumps(read.deletion_protection))) if value is not None]
+        if limits := _autoprovisioning(read):
+            props.append(("node auto-provisioning", ", ".join(f"{kind} <= {most}" for kind, most in limits)))
+        return props
     if isinstance(read, ReservationInputs):
         specific = read.specific_reservation
         machine_type = specific.instance_properties.machine_type if specific and specific.instance_properties \
             else None
         return [("machine type", machine_type or ""), ("VMs", _text(specific.count if specific else None)),
                 ("zone", read.zone or "")]
+    if (grant := grant_of(resource_type, "", read)) is not None:
+        return [("role", grant.role), ("on", grant.target), ("member", grant.member)]
+    if isinstance(read, DashboardInputs):
+        return [("title", dashboard_title(read))]
+    if isinstance(read, PersistentVolumeInputs):
+        spec = read.spec or PersistentVolumeSpec()
+        csi, claim = spec.csi or Csi(), spec.claim_ref or ClaimRef()
+        return [("driver", csi.driver or ""), ("handle", csi.volume_handle or ""),
+                ("access", ", ".join(spec.access_modes or ())),
+                ("claim", f"{claim.namespace or ''}/{claim.name or ''}")]
     if isinstance(read, JobSetInputs):
         jobs = (read.spec.replicated_jobs if read.spec else None) or ()
         return [("jobs", ", ".join(f"{j.name} x{1 if j.replicas is None else j.replicas}" for j in jobs))]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from tpuplane.infra.review.fold import Folding
-from tpuplane.infra.review.cost import PriceTable, unpriced_note, fleet_cost, money, total
+from tpuplane.infra.review.cost import PriceTable, fleet_cost, group_cost, money_range, total, unpriced_note
 from tpuplane.infra.review.markup import md_code, md_fence, md_text, mermaid_text
 from tpuplane.infra.review.summary import FleetSummary, Quota
 
@@ -27,14 +27,9 @@ def quota_text(quotas: tuple[Quota, ...], flavor: str) -> str:
 
 
 def _pool_rows(summary: FleetSummary, prices: PriceTable) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
-    for g in summary.pool_groups:
-        rate = prices.rate(g.generation, g.capacity)
-        monthly = None if rate is None else g.chips * prices.hours_per_month * rate
-        rows.append((md_code(g.name, cell=True), md_text(g.tpu_type), md_text(g.machine_type), md_text(g.capacity),
-                     md_text(g.reservation or "-"), str(g.slices), str(g.vms), str(g.chips),
-                     md_text(money(monthly, prices.currency))))
-    return rows
+    return [(md_code(g.name, cell=True), md_text(g.tpu_type), md_text(g.machine_type), md_text(g.capacity),
+             md_text(g.reservation or "-"), g.slices_text, str(g.vms), str(g.chips), md_text(group_cost(g, prices)))
+            for g in summary.pool_groups]
 
 
 def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "####") -> list[str]:
@@ -45,10 +40,12 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
                         "Chips", "Est. monthly"), _pool_rows(summary, prices), right=4)
         costs = fleet_cost(summary, prices)
         lines += ["", *table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly"),
-                             [(md_text(c.generation), md_text(c.capacity), str(c.chips), f"{c.chip_hours:,.0f}",
-                               md_text(money(c.monthly, prices.currency))) for c in costs], right=3),
+                             [(md_text(c.generation), md_text(c.capacity),
+                               f"{c.min_chips}-{c.chips}" if c.scales else str(c.chips), f"{c.chip_hours:,.0f}",
+                               md_text(money_range(c.monthly_min, c.monthly, prices.currency))) for c in costs],
+                             right=3),
                   "", f"**{sum(summary.chips_by_generation().values())} TPU chips, est. "
-                      f"{md_text(money(total(costs), prices.currency))}/month"
+                      f"{md_text(money_range(total(costs, minimum=True), total(costs), prices.currency))}/month"
                       f"{md_text(f' ({unpriced_note(costs)})' if unpriced_note(costs) else '')}.** "
                       f"_{md_text(prices.note)}_"]
     else:
@@ -62,6 +59,21 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
             [(md_code(q.name, cell=True), md_text(q.cohort or "-"), md_code(flavor, cell=True),
               md_text(quota_text(q.quotas, flavor)), md_text(", ".join(q.local_queues) or "-"))
              for q in summary.queues for flavor in q.flavors])]
+    if summary.autoprovisioning:
+        lines += ["", "Node auto-provisioning: " + ", ".join(f"{md_code(kind)} up to {most}"
+                                                            for kind, most in summary.autoprovisioning)]
+    if summary.storage:
+        lines += ["", f"{heading} Storage", "", *table(
+            ("Storage", "Kind", "Location", "Access", "Namespaces"),
+            [(md_code(v.name, cell=True), md_text(v.kind), md_code(v.location, cell=True),
+              "read-only" if v.read_only else "read-write", md_text(", ".join(v.namespaces)))
+             for v in summary.storage])]
+    if summary.grants:
+        lines += ["", f"{heading} IAM grants", "", *table(
+            ("Member", "Role", "On"), [(md_code(g.member, cell=True), md_code(g.role, cell=True),
+                                        md_code(g.target, cell=True)) for g in summary.grants])]
+    if summary.dashboards:
+        lines += ["", "Dashboards: " + ", ".join(md_code(title) for title in summary.dashboards)]
     if summary.pathways or summary.sidecar_images:
         lines += ["", f"{heading} Pathways", ""]
         lines += [f"- service {md_code(s.namespace + '/' + s.name)}: {md_text(s.instances)} x "
@@ -114,7 +126,7 @@ def mermaid(summary: FleetSummary) -> list[str]:
     root = node("cluster", summary.cluster or summary.stack)
     lines.append(f'  {root}["cluster {label(summary.cluster or summary.stack)}"]')
     for g in summary.pool_groups:
-        lines.append(f'  {node("pool", g.name)}["{label(g.name)}<br/>{g.slices} x {label(g.tpu_type)}<br/>'
+        lines.append(f'  {node("pool", g.name)}["{label(g.name)}<br/>{g.slices_text} x {label(g.tpu_type)}<br/>'
                      f'{g.chips} chips, {label(g.capacity)}"]')
         lines.append(f'  {root} --> {node("pool", g.name)}')
     for c in summary.cpu_pools:

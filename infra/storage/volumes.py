@@ -1,12 +1,13 @@
 """Existing storage as Kubernetes volumes: a PersistentVolume and a PersistentVolumeClaim per storage entry and team
 namespace, which workloads mount by the storage's name.
 
-Each storage kind is one dataclass naming its own CSI driver and GKE add-on; `persistent_volume` and
-`persistent_volume_claim` render all kinds. The claim carries the storage's name in every namespace that may use it,
+Each storage kind is one model, one key of a storage entry (`gcs`, `filestore`, `parallelstore`, `lustre`,
+`disk`), naming its own CSI driver and GKE add-on; `persistent_volume` and `persistent_volume_claim` render all
+kinds. The claim carries the storage's name in every namespace that may use it,
 so `--mount data:/data` means the same thing to every team; the volume, cluster-scoped, is named
 `<storage>.<namespace>` (a '.' appears in neither part, so two entries can never render the same name) and is
-pre-bound to that claim (`claimRef` and `volumeName`, `storageClassName: ""`), so no other claim takes it and nothing is
-provisioned dynamically. `Retain`: deleting a volume never touches the data.
+pre-bound to that claim (`claimRef` and `volumeName`; the claim asks for no class with `storageClassName: ""`, the
+volume has none), so no other claim takes it and nothing is provisioned dynamically. `Retain`: deleting a volume never touches the data.
 
 Facts, by kind (the drivers' own examples and GKE's documentation):
 - Cloud Storage FUSE (`gcsfuse.csi.storage.gke.io`): the bucket is the `volumeHandle`; mount options are gcsfuse
@@ -43,16 +44,18 @@ import ipaddress
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar
 
+from tpuplane.infra.args import Source
 from tpuplane.infra.errors import ConfigError, Problem, problems_of
-from tpuplane.infra.naming import DNS_LABEL, K8S_NAME, PROJECT_ID, REGION, ZONE
+from tpuplane.infra.model import Allowed, ConfigModel, Hint
+from tpuplane.infra.naming import DNS_LABEL, PROJECT_ID, REGION, ZONE
 from tpuplane.infra.pathways.proxy import parse_gcs_location
 from tpuplane.infra.pathways.service import DEFAULT_SHM_DIR
 
 # Volume names a pod already uses or the GCS FUSE webhook injects: a storage named so would collide.
 RESERVED_VOLUME_PREFIXES = ("gke-", "gcsfuse-")
-RESERVED_VOLUME_NAMES = frozenset({"dshm", "sidecar-shared-memory"})
+RESERVED_VOLUME_NAMES = frozenset({"dshm", "sidecar-shared-memory", "shared-tmp"})
 STORAGE_NAME_MAX = 40  # a volume name (DNS label), with room for `<storage>.<namespace>` in a label value
 
 ZONE_TOPOLOGY_KEY = "topology.gke.io/zone"  # the Persistent Disk CSI driver's topology key
@@ -95,26 +98,62 @@ def _ip_problems(path: str, value: str) -> list[Problem]:
     return []
 
 
-def _pattern_problems(path: str, value: str, pattern: re.Pattern[str], allowed: str, hint: str = "") -> list[Problem]:
+def _pattern_problems(path: str, value: str | None, pattern: re.Pattern[str], allowed: str, hint: str = ""
+                      ) -> list[Problem]:
+    if value is None:  # an optional field left out
+        return []
     return [] if pattern.fullmatch(value) and len(value) <= 253 else [Problem(path, value, allowed, hint)]
 
 
-# ---- the kinds ----------------------------------------------------------------------------------------------------
+def _project_problems(source: Source, project: str | None) -> list[Problem]:
+    return _pattern_problems(source.path("project"), project, PROJECT_ID, "a GCP project id, e.g. acme-ml",
+                             "leave it out for the stack's project")
 
 
-@dataclass(frozen=True)
-class GcsBucket:
+# ---- the kinds: each one key of a storage entry -------------------------------------------------------------------
+
+
+class StorageKind(ConfigModel):
+    """What every kind says of itself: its key in a storage entry and its CSI driver (whose GKE add-on
+    `tpuplane.infra.fleet.cluster.CSI_DRIVER_ADDONS` names)."""
+
+    kind: ClassVar[str]  # its key in a storage entry, and its CSI driver's entry in CSI_DRIVER_ADDONS
+    driver: ClassVar[str]
+
+    def problems(self, source: Source) -> list[Problem]:
+        raise NotImplementedError
+
+    def handle(self, namespace: str) -> str:
+        raise NotImplementedError
+
+    def attributes(self) -> dict[str, str]:
+        return {}
+
+    def options(self) -> list[str]:
+        return []
+
+    def capacity(self) -> str:
+        return getattr(self, "size")
+
+    def with_project(self, project: str) -> "StorageKind":
+        """The kind with the stack's project where it names none (instances and disks live in a project)."""
+        if "project" in type(self).model_fields and getattr(self, "project") is None:
+            return self.model_copy(update={"project": project})
+        return self
+
+
+
+class GcsBucket(StorageKind):
     """A Cloud Storage bucket (or one folder of it) through Cloud Storage FUSE."""
 
-    kind: ClassVar[str] = "gcsfuse"
+    kind: ClassVar[str] = "gcs"
     driver: ClassVar[str] = "gcsfuse.csi.storage.gke.io"
-    addon: ClassVar[str] = "gcs_fuse_csi_driver_config"
 
-    bucket: str  # `gs://<bucket>[/<folder>]` or `<bucket>`
-    mount_options: tuple[str, ...] = ()  # gcsfuse flags, e.g. implicit-dirs, uid=1001
-    file_cache_capacity: str | None = None  # Quantity; "-1": unlimited; None: no file cache
+    bucket: Annotated[str, Allowed("gs://<bucket>[/<folder>], or a bucket name")]
+    mount_options: list[str] = []
+    file_cache_capacity: str | None = None
     file_cache_for_range_read: bool = False
-    metadata_cache_ttl_seconds: int | None = None  # -1: never expires
+    metadata_cache_ttl_seconds: int | None = None
 
     @property
     def bucket_name(self) -> str:
@@ -124,28 +163,31 @@ class GcsBucket:
     def folder(self) -> str:
         return parse_gcs_location(self.bucket).removeprefix("gs://").partition("/")[2]
 
-    def problems(self, path: str) -> list[Problem]:
-        problems = problems_of(lambda: parse_gcs_location(self.bucket, path=f"{path}.bucket"))
+    def problems(self, source: Source) -> list[Problem]:
+        bucket_path = source.path("bucket")
+        problems = problems_of(lambda: parse_gcs_location(self.bucket, path=bucket_path))
         if not problems and not _FOLDER.fullmatch(self.folder):
-            problems.append(Problem(f"{path}.bucket", self.bucket, "gs://<bucket>[/<folder>], the folder of letters, "
+            problems.append(Problem(bucket_path, self.bucket, "gs://<bucket>[/<folder>], the folder of letters, "
                                     "digits, '/', '-', '_' and '.'", "gcsfuse mounts it with only-dir=<folder>"))
-        for option in self.mount_options:
+        for i, option in enumerate(self.mount_options):
+            where = source.path("mount_options", i)
             name = re.split("[:=]", option, maxsplit=1)[0]
             if name in _DERIVED_GCSFUSE_OPTIONS:
-                problems.append(Problem(f"{path}.mountOptions", option, "a gcsfuse flag tpuplane does not set itself",
+                problems.append(Problem(where, option, "a gcsfuse flag tpuplane does not set itself",
                                         _DERIVED_GCSFUSE_OPTIONS[name]))
             elif not _GCSFUSE_OPTION.fullmatch(option):
-                problems.append(Problem(f"{path}.mountOptions", option,
-                                        "one gcsfuse flag per item: name[=value] or section:key:value, no commas or "
-                                        "spaces", "e.g. implicit-dirs, uid=1001, metadata-cache:ttl-secs:600"))
+                problems.append(Problem(where, option, "one gcsfuse flag per item: name[=value] or section:key:value, "
+                                        "no commas or spaces", "e.g. implicit-dirs, uid=1001, "
+                                                               "metadata-cache:ttl-secs:600"))
         if self.file_cache_capacity is not None and self.file_cache_capacity != "-1":
-            problems += _quantity_problems(f"{path}.fileCacheCapacity", self.file_cache_capacity)
+            problems += _quantity_problems(source.path("file_cache_capacity"), self.file_cache_capacity)
         if self.file_cache_for_range_read and self.file_cache_capacity is None:
-            problems.append(Problem(f"{path}.fileCacheForRangeRead", True, "false without a file cache",
-                                    "set fileCacheCapacity to turn the file cache on"))
+            problems.append(Problem(source.path("file_cache_for_range_read"), True, "false without a file cache",
+                                    f"set {source.key('file_cache_capacity')} to turn the file cache on"))
         ttl = self.metadata_cache_ttl_seconds
         if ttl is not None and ttl < -1:
-            problems.append(Problem(f"{path}.metadataCacheTtlSeconds", ttl, "seconds, 0 or more, or -1 (never expires)"))
+            problems.append(Problem(source.path("metadata_cache_ttl_seconds"), ttl,
+                                    "seconds, 0 or more, or -1 (never expires)"))
         return problems
 
     def handle(self, namespace: str) -> str:
@@ -167,25 +209,24 @@ class GcsBucket:
         return GCS_NOMINAL_CAPACITY
 
 
-@dataclass(frozen=True)
-class FilestoreShare:
+class FilestoreShare(StorageKind):
     """The file share of an existing Filestore instance."""
 
     kind: ClassVar[str] = "filestore"
     driver: ClassVar[str] = "filestore.csi.storage.gke.io"
-    addon: ClassVar[str] = "gcp_filestore_csi_driver_config"
 
-    location: str  # the instance's zone or region
+    location: str
     instance: str
     share: str
     ip: str
-    size: str  # the instance's capacity, e.g. 1Ti
+    size: str
 
-    def problems(self, path: str) -> list[Problem]:
-        return (_pattern_problems(f"{path}.location", self.location, _LOCATION, "a zone or region, e.g. us-east5-b")
-                + _pattern_problems(f"{path}.instance", self.instance, DNS_LABEL, "a Filestore instance name")
-                + _pattern_problems(f"{path}.share", self.share, _TOKEN, "the file share's name, e.g. vol1")
-                + _ip_problems(f"{path}.ip", self.ip) + _quantity_problems(f"{path}.size", self.size))
+    def problems(self, source: Source) -> list[Problem]:
+        return (_pattern_problems(source.path("location"), self.location, _LOCATION,
+                                  "a zone or region, e.g. us-east5-b")
+                + _pattern_problems(source.path("instance"), self.instance, DNS_LABEL, "a Filestore instance name")
+                + _pattern_problems(source.path("share"), self.share, _TOKEN, "the file share's name, e.g. vol1")
+                + _ip_problems(source.path("ip"), self.ip) + _quantity_problems(source.path("size"), self.size))
 
     def handle(self, namespace: str) -> str:
         return f"modeInstance/{self.location}/{self.instance}/{self.share}"
@@ -193,45 +234,38 @@ class FilestoreShare:
     def attributes(self) -> dict[str, str]:
         return {"ip": self.ip, "volume": self.share}
 
-    def options(self) -> list[str]:
-        return []
 
-    def capacity(self) -> str:
-        return self.size
-
-
-@dataclass(frozen=True)
-class ParallelstoreInstance:
+class ParallelstoreInstance(StorageKind):
     """An existing Parallelstore instance (available by invitation only)."""
 
     kind: ClassVar[str] = "parallelstore"
     driver: ClassVar[str] = "parallelstore.csi.storage.gke.io"
-    addon: ClassVar[str] = "parallelstore_csi_driver_config"
 
-    project: str
     location: str
     instance: str
-    access_points: tuple[str, ...]
-    network: str  # the cluster's VPC: a name, or projects/<p>/global/networks/<name>
+    access_points: list[str]
+    network: str
     size: str = PARALLELSTORE_CAPACITIES[0]
-    mount_locality: str | None = None  # node | pod (the driver's default)
+    mount_locality: str | None = None
+    project: str | None = None
 
-    def problems(self, path: str) -> list[Problem]:
-        problems = (_pattern_problems(f"{path}.project", self.project, PROJECT_ID, "a GCP project id, e.g. acme-ml")
-                    + _pattern_problems(f"{path}.location", self.location, _LOCATION, "a zone, e.g. us-east5-b")
-                    + _pattern_problems(f"{path}.instance", self.instance, DNS_LABEL, "a Parallelstore instance name")
-                    + _pattern_problems(f"{path}.network", self.network, _NETWORK,
+    def problems(self, source: Source) -> list[Problem]:
+        problems = (_project_problems(source, self.project)
+                    + _pattern_problems(source.path("location"), self.location, _LOCATION, "a zone, e.g. us-east5-b")
+                    + _pattern_problems(source.path("instance"), self.instance, DNS_LABEL,
+                                        "a Parallelstore instance name")
+                    + _pattern_problems(source.path("network"), self.network, _NETWORK,
                                         "a VPC name or projects/<project>/global/networks/<name>",
                                         "the cluster's network: the driver checks they match"))
         if not self.access_points:
-            problems.append(Problem(f"{path}.accessPoints", [], "the instance's access point IPs, at least one"))
+            problems.append(Problem(source.path("access_points"), [], "the instance's access point IPs, at least one"))
         for i, ip in enumerate(self.access_points):
-            problems += _ip_problems(f"{path}.accessPoints[{i}]", ip)
+            problems += _ip_problems(source.path("access_points", i), ip)
         if self.size not in PARALLELSTORE_CAPACITIES:
-            problems.append(Problem(f"{path}.size", self.size, f"one of {', '.join(PARALLELSTORE_CAPACITIES)}",
+            problems.append(Problem(source.path("size"), self.size, f"one of {', '.join(PARALLELSTORE_CAPACITIES)}",
                                     "the values the Parallelstore CSI driver accepts for a volume's capacity"))
         if self.mount_locality is not None and self.mount_locality not in MOUNT_LOCALITIES:
-            problems.append(Problem(f"{path}.mountLocality", self.mount_locality, " or ".join(MOUNT_LOCALITIES)))
+            problems.append(Problem(source.path("mount_locality"), self.mount_locality, " or ".join(MOUNT_LOCALITIES)))
         return problems
 
     def handle(self, namespace: str) -> str:
@@ -243,34 +277,28 @@ class ParallelstoreInstance:
             attributes["mountLocality"] = self.mount_locality
         return attributes
 
-    def options(self) -> list[str]:
-        return []
 
-    def capacity(self) -> str:
-        return self.size
-
-
-@dataclass(frozen=True)
-class LustreInstance:
+class LustreInstance(StorageKind):
     """An existing Google Cloud Managed Lustre instance."""
 
     kind: ClassVar[str] = "lustre"
     driver: ClassVar[str] = "lustre.csi.storage.gke.io"
-    addon: ClassVar[str] = "lustre_csi_driver_config"
 
-    project: str
     zone: str
     instance: str
     ip: str
     filesystem: str
     size: str
+    project: str | None = None
 
-    def problems(self, path: str) -> list[Problem]:
-        return (_pattern_problems(f"{path}.project", self.project, PROJECT_ID, "a GCP project id, e.g. acme-ml")
-                + _pattern_problems(f"{path}.zone", self.zone, ZONE, "a zone, e.g. us-east5-b")
-                + _pattern_problems(f"{path}.instance", self.instance, DNS_LABEL, "a Managed Lustre instance name")
-                + _pattern_problems(f"{path}.filesystem", self.filesystem, _TOKEN, "the instance's file system name")
-                + _ip_problems(f"{path}.ip", self.ip) + _quantity_problems(f"{path}.size", self.size))
+    def problems(self, source: Source) -> list[Problem]:
+        return (_project_problems(source, self.project)
+                + _pattern_problems(source.path("zone"), self.zone, ZONE, "a zone, e.g. us-east5-b")
+                + _pattern_problems(source.path("instance"), self.instance, DNS_LABEL,
+                                    "a Managed Lustre instance name")
+                + _pattern_problems(source.path("filesystem"), self.filesystem, _TOKEN,
+                                    "the instance's file system name")
+                + _ip_problems(source.path("ip"), self.ip) + _quantity_problems(source.path("size"), self.size))
 
     def handle(self, namespace: str) -> str:
         return f"{self.project}/{self.zone}/{self.instance}:{namespace}"
@@ -278,64 +306,73 @@ class LustreInstance:
     def attributes(self) -> dict[str, str]:
         return {"filesystem": self.filesystem, "ip": self.ip}
 
-    def options(self) -> list[str]:
-        return []
 
-    def capacity(self) -> str:
-        return self.size
-
-
-@dataclass(frozen=True)
-class PersistentDisk:
+class PersistentDisk(StorageKind):
     """An existing Persistent Disk or Hyperdisk, populated beforehand."""
 
-    kind: ClassVar[str] = "pd"
+    kind: ClassVar[str] = "disk"
     driver: ClassVar[str] = "pd.csi.storage.gke.io"
-    addon: ClassVar[str] = "gce_persistent_disk_csi_driver_config"
 
-    project: str
-    location: str  # a zone, or a region for a regional disk
+    location: str
     disk: str
     size: str
     fs_type: str = "ext4"
+    project: str | None = None
 
     @property
     def zonal(self) -> bool:
         return ZONE.fullmatch(self.location) is not None
 
-    def problems(self, path: str) -> list[Problem]:
-        return (_pattern_problems(f"{path}.project", self.project, PROJECT_ID, "a GCP project id, e.g. acme-ml")
-                + _pattern_problems(f"{path}.location", self.location, _LOCATION,
+    def problems(self, source: Source) -> list[Problem]:
+        return (_project_problems(source, self.project)
+                + _pattern_problems(source.path("location"), self.location, _LOCATION,
                                     "the disk's zone (e.g. us-east5-b), or its region for a regional disk")
-                + _pattern_problems(f"{path}.disk", self.disk, DNS_LABEL, "a disk name")
-                + _quantity_problems(f"{path}.size", self.size)
-                + ([] if self.fs_type in ("ext4", "xfs") else [Problem(f"{path}.fsType", self.fs_type, "ext4 or xfs")]))
+                + _pattern_problems(source.path("disk"), self.disk, DNS_LABEL, "a disk name")
+                + _quantity_problems(source.path("size"), self.size)
+                + ([] if self.fs_type in ("ext4", "xfs") else
+                   [Problem(source.path("fs_type"), self.fs_type, "ext4 or xfs")]))
 
     def handle(self, namespace: str) -> str:
         scope = "zones" if self.zonal else "regions"
         return f"projects/{self.project}/{scope}/{self.location}/disks/{self.disk}"
 
-    def attributes(self) -> dict[str, str]:
-        return {}
 
-    def options(self) -> list[str]:
-        return []
-
-    def capacity(self) -> str:
-        return self.size
+STORAGE_KINDS: dict[str, type[StorageKind]] = {cls.kind: cls for cls in
+                                               (GcsBucket, FilestoreShare, ParallelstoreInstance, LustreInstance,
+                                                PersistentDisk)}
 
 
-Source = Union[GcsBucket, FilestoreShare, ParallelstoreInstance, LustreInstance, PersistentDisk]
-STORAGE_KINDS: dict[str, type] = {cls.kind: cls for cls in
-                                  (GcsBucket, FilestoreShare, ParallelstoreInstance, LustreInstance, PersistentDisk)}
+class StorageEntry(ConfigModel):
+    """`StorageVolumeArgs`, one `tpuplane:storage.volumes` entry: existing storage, the teams that may mount it,
+    and whether they may write. Exactly one kind key says what it is."""
+
+    name: Annotated[str, Hint("workloads mount the storage by this name: --mount NAME:/path")]
+    teams: Annotated[list[str], Allowed("a list of team names")]
+    read_only: bool = False
+    gcs: GcsBucket | None = None
+    filestore: FilestoreShare | None = None
+    parallelstore: ParallelstoreInstance | None = None
+    lustre: LustreInstance | None = None
+    disk: PersistentDisk | None = None
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kind keys this entry gives (exactly one, once its rules passed)."""
+        return [kind for kind in STORAGE_KINDS if getattr(self, kind) is not None]
+
+    @property
+    def source(self) -> StorageKind:
+        """The storage itself; valid once the entry's rules passed."""
+        return getattr(self, self.kinds[0])
 
 
 @dataclass(frozen=True)
 class Storage:
-    """One storage entry: what it is, whether jobs may write to it, and the team namespaces that may mount it."""
+    """One storage entry resolved for rendering: its kind (with the stack's project filled in), whether jobs may
+    write to it, and the team namespaces that may mount it."""
 
     name: str
-    source: Source
+    source: StorageKind
     read_only: bool
     namespaces: tuple[str, ...]
 
@@ -349,39 +386,38 @@ class Storage:
         return isinstance(self.source, PersistentDisk) and not self.read_only
 
 
-def storage_problems(storage: Storage, path: str) -> list[Problem]:
-    """Every rule one storage entry must pass; `path` is the entry's config path or Args field."""
+def entry_problems(entry: StorageEntry, source: Source, teams: list[str] | None) -> list[Problem]:
+    """Every rule one storage entry must pass; `teams` are the names of the teams of the stack (or the Args), None
+    when they could not be read (their section reports why)."""
     problems = []
-    if not DNS_LABEL.fullmatch(storage.name) or len(storage.name) > STORAGE_NAME_MAX:
-        problems.append(Problem(f"{path}.name", storage.name, f"a DNS label of at most {STORAGE_NAME_MAX} characters",
+    name_path = source.path("name")
+    if not DNS_LABEL.fullmatch(entry.name) or len(entry.name) > STORAGE_NAME_MAX:
+        problems.append(Problem(name_path, entry.name, f"a DNS label of at most {STORAGE_NAME_MAX} characters",
                                 "workloads mount the storage by this name; it names the volume in their pods"))
-    elif storage.name in RESERVED_VOLUME_NAMES or storage.name.startswith(RESERVED_VOLUME_PREFIXES):
-        problems.append(Problem(f"{path}.name", storage.name, "a name other than dshm, sidecar-shared-memory and "
-                                "names starting with gke- or gcsfuse-", "tpuplane and GKE name pod volumes so"))
-    if not storage.namespaces:
-        problems.append(Problem(f"{path}.teams", [], "at least one team that may mount it"))
-    for i, namespace in enumerate(storage.namespaces):
-        if not K8S_NAME.fullmatch(namespace):
-            problems.append(Problem(f"{path}.teams[{i}]", namespace, "a team namespace (a DNS label)"))
-    if len(set(storage.namespaces)) != len(storage.namespaces):
-        problems.append(Problem(f"{path}.teams", list(storage.namespaces), "each team once"))
-    if storage.single_writer and len(storage.namespaces) > 1:
-        problems.append(Problem(f"{path}.teams", list(storage.namespaces), "one team for a read-write disk",
-                                "a read-write Persistent Disk attaches to one node (ReadWriteOnce); set readOnly: true "
-                                "to share it"))
-    return problems + storage.source.problems(path)
-
-
-def check_storages(storages: list[Storage], path: str) -> None:
-    """Raise ConfigError with every problem of the entries under `path` (a list), names unique."""
-    problems = []
-    names = [s.name for s in storages]
-    for i, storage in enumerate(storages):
-        problems += storage_problems(storage, f"{path}[{i}]")
-        if storage.name in names[:i]:
-            problems.append(Problem(f"{path}[{i}].name", storage.name, "a name no other storage entry uses"))
-    if problems:
-        raise ConfigError(problems)
+    elif entry.name in RESERVED_VOLUME_NAMES or entry.name.startswith(RESERVED_VOLUME_PREFIXES):
+        problems.append(Problem(name_path, entry.name, "a name other than dshm, shared-tmp, sidecar-shared-memory "
+                                "and names starting with gke- or gcsfuse-", "tpuplane and GKE name pod volumes so"))
+    if not entry.teams:
+        problems.append(Problem(source.path("teams"), [], "at least one team that may mount it"
+                                + (f": {', '.join(teams)}" if teams else "")))
+    for i, team in enumerate(entry.teams):
+        if teams is not None and team not in teams:
+            problems.append(Problem(source.path("teams", i), team, f"a team of the stack: {', '.join(teams)}",
+                                    "storage is mounted in the namespaces of the teams named here"))
+        elif team in entry.teams[:i]:
+            problems.append(Problem(source.path("teams", i), team, "each team once"))
+    kinds = entry.kinds
+    if len(kinds) != 1:
+        keys = [source.key(kind) for kind in STORAGE_KINDS]
+        problems.append(Problem(source.path(kinds[1]) if len(kinds) > 1 else source.root,
+                                ", ".join(source.key(k) for k in kinds) or None,
+                                f"exactly one of {', '.join(keys)}", "each entry is one bucket, file system or disk"))
+        return problems
+    if isinstance(entry.source, PersistentDisk) and not entry.read_only and len(set(entry.teams)) > 1:
+        problems.append(Problem(source.path("teams"), list(entry.teams), "one team for a read-write disk",
+                                "a read-write Persistent Disk attaches to one node (ReadWriteOnce); set "
+                                f"{source.key('read_only')}: true to share it"))
+    return problems + entry.source.problems(source.at(kinds[0]))
 
 
 # ---- rendering ----------------------------------------------------------------------------------------------------
@@ -420,7 +456,8 @@ def persistent_volume(storage: Storage, namespace: str) -> dict[str, Any]:
         "claimRef": {"name": storage.name, "namespace": namespace},
         "csi": csi,
         "persistentVolumeReclaimPolicy": "Retain",
-        "storageClassName": "",
+        # No storageClassName: a volume without one is of no class, which its claim asks for. (The Kubernetes
+        # provider drops an empty one from a volume's inputs: sent, it would never match the stack's state.)
         "volumeMode": "Filesystem",
     }
     if options := source.options():
@@ -455,25 +492,6 @@ def render_storage(storages: list[Storage]) -> list[dict[str, Any]]:
         for namespace in sorted(storage.namespaces):
             objects += [persistent_volume(storage, namespace), persistent_volume_claim(storage, namespace)]
     return objects
-
-
-def gcs_ephemeral_volume(storage: Storage) -> dict[str, Any]:
-    """A bucket as a CSI ephemeral inline volume: no volume or claim, any namespace (GKE's other GCS FUSE form)."""
-    source = storage.source
-    if not isinstance(source, GcsBucket):
-        raise ValueError(f"storage {storage.name} is {source.kind}: only gcsfuse has an ephemeral form")
-    attributes = {"bucketName": source.bucket_name, **source.attributes()}
-    if options := source.options():
-        attributes["mountOptions"] = ",".join(options)
-    csi: dict[str, Any] = {"driver": source.driver, "volumeAttributes": attributes}
-    if storage.read_only:
-        csi["readOnly"] = True
-    return {"csi": csi, "name": storage.name}
-
-
-def required_addons(storages: list[Storage]) -> list[str]:
-    """The cluster's `addons_config` blocks the storages' CSI drivers need (pulumi-gcp names), sorted."""
-    return sorted({s.source.addon for s in storages})
 
 
 # ---- mounts -------------------------------------------------------------------------------------------------------
@@ -519,7 +537,7 @@ def mount_problems(mounts: list[Mount], storages: list[Storage], *, namespace: s
         if namespace not in storage.namespaces:
             problems.append(Problem(where, str(mount), f"a storage namespace {namespace} may use; "
                                     f"{storage.name} is for {', '.join(sorted(storage.namespaces))}",
-                                    f"add the team to the storage's teams, or run in one of those namespaces"))
+                                    "add the team to the storage's teams, or run in one of those namespaces"))
         normal = posixpath.normpath(mount.path)
         if not mount.path.startswith("/") or normal != mount.path.rstrip("/") or normal == "/" or "//" in mount.path \
                 or any(c in mount.path for c in ":,\n\r\t\\") or len(mount.path) > 1024:

@@ -3,7 +3,8 @@ composition `stacks/__main__.py` uses) on the sandbox's API server.
 
 GCP's half cannot exist here, so it is given as what it would have made: the nodes' service account by its email,
 the sidecar image by the reference its build pushes, the scratch bucket it would create by its name (used, never
-created or granted), and Kueue and JobSet as already installed (the sandbox runs them itself). Reservations are not
+created or granted), no IAM grant for the teams, and Kueue and JobSet as already installed (the sandbox runs them
+itself). Reservations are not
 looked up in Compute Engine. `tpuplane sandbox up` runs this program with the real Pulumi engine; the environment gives the stack
 project's folder (relative paths in the config start there) and the sandbox's kubeconfig.
 """
@@ -35,5 +36,6 @@ compose_kubernetes_half(cfg, GcpSide(
     node_service_account=node_service_account_email(cfg.project, cfg.cluster.name),
     sidecar_image=sidecar_image,
     install_controllers=False,
+    iam_grants=False,
     existing_bucket=f"gs://{scratch_bucket_name(cfg.project, cfg.cluster.name, cfg.pathways.service_name)}"
     if cfg.pathways else None))
