@@ -553,7 +553,9 @@ def delete_command(
     with cluster(context, kubeconfig, request_timeout) as kube:
         scope = _scope(kube, namespace, all_namespaces, team)
         if names and scope is None:
-            raise ConfigError.at("NAMES", names, "names in one namespace", "drop -A, use -n")
+            raise ConfigError.at("NAMES", names, "names in one namespace",
+                                 "drop -A, use -n" if all_namespaces else "--team without -n searches every "
+                                 "namespace: add -n NAMESPACE, or drop the names")
         rows = select_rows(_rows(kube, scope, experiment=experiment), team=team, queue=queue, states=state,
                            experiment=experiment)
         if names:

@@ -423,6 +423,28 @@ def test_delete_refuses_a_name_that_is_not_there(world):
     assert_one_line_error(result, "error: NAMES: got ['a-bigg']")
 
 
+@pytest.mark.parametrize("flags, hint", [
+    (["-A"], "Hint: drop -A, use -n"),
+    (["--team", "team-a"], "Hint: --team without -n searches every namespace: add -n NAMESPACE, or drop the names"),
+])
+def test_delete_by_name_across_namespaces_hints_at_what_was_typed(world, flags, hint):
+    result = tpuplane("workload", "delete", "a-big", *flags, "--yes", "--kubeconfig", str(world.kubeconfig))
+
+    line = assert_one_line_error(result, "error: NAMES: got ['a-big']; allowed: names in one namespace")
+    assert line.endswith(hint)
+    assert ("-A" in line) == ("-A" in flags)
+
+
+def test_delete_by_name_for_a_team_in_one_namespace(world):
+    world.serve(f"{JOBSETS}/a-big", {"kind": "Status", "apiVersion": "v1", "status": "Success"}, method="DELETE")
+
+    result = tpuplane("workload", "delete", "a-big", "--team", "team-a", "-n", "team-a", "--yes",
+                      "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert [r.path for r in world.requests if r.method == "DELETE"] == [f"{JOBSETS}/a-big"]
+
+
 @pytest.mark.parametrize("args", [["--timeout", "soon"], ["--timeout", "-1s"], ["--for", "done"]])
 def test_wait_bad_input_exits_2_before_any_request(world, args):
     base = {"--for": "admitted", "--timeout": "1s"}
