@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the kubernetes client (runtime extra) loads only when a com
 EXIT_FAILED = 1
 T = TypeVar("T")
 DEFAULT_REQUEST_TIMEOUT = "5s"
+UNBOUNDED_WIDTH = 1_000_000  # columns: wider than any row (a condition's message is at most 32 KiB)
 
 CONTEXT = typer.Option(None, "--context", help="The kubeconfig context to use (default: the current context).")
 KUBECONFIG = typer.Option(None, "--kubeconfig",
@@ -180,11 +181,11 @@ def cluster(context: Optional[str], kubeconfig: Optional[str], request_timeout: 
 
 
 def console(stderr: bool = False) -> Console:
-    """Tables at the terminal's width, or 160 columns into a pipe or file; a line of text is never broken (one
-    line per message, for grep), whatever its length."""
+    """Tables at the terminal's width (long cells fold), or, into a pipe or file, each row on one line however
+    wide (as kubectl prints them, for grep and awk); a line of text is never broken, whatever its length."""
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, emoji=False, highlight=False, soft_wrap=True,
-                   width=None if stream.isatty() else 160)
+                   width=None if stream.isatty() else UNBOUNDED_WIDTH)
 
 
 def _redacted(value: object) -> object:

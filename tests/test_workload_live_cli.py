@@ -224,6 +224,15 @@ def test_status_shows_conditions_admission_slices_events_and_why(world):
         assert part in out, part
 
 
+def test_tables_into_a_pipe_keep_each_row_on_one_line_however_wide(world):
+    """kubectl never wraps a row: a script greps a row and finds all of it (the message is 280 characters)."""
+    result = tpuplane("workload", "status", "a-big", "--kubeconfig", str(world.kubeconfig))
+
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("Workload") and "QuotaReserved" in line]
+    assert row.split()[:4] == ["Workload", "QuotaReserved", "False", "Pending"]
+    assert row.rstrip().endswith(SHORT)
+
+
 def test_queues_tables_and_json(world):
     table = tpuplane("queues", "--kubeconfig", str(world.kubeconfig))
     document = json.loads(tpuplane("queues", "--kubeconfig", str(world.kubeconfig), "-f", "json").stdout)
