@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the kubernetes client (runtime extra) loads only when a com
     from tpuplane.runtime.kube import ApiUnreachable
 
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command Ctrl-C ended
 T = TypeVar("T")
 DEFAULT_REQUEST_TIMEOUT = "5s"
 UNBOUNDED_WIDTH = 1_000_000  # columns: wider than any row (a condition's message is at most 32 KiB)
@@ -164,7 +165,8 @@ def api_failure(kube: "BatchApi | None", error: "ApiCallFailed") -> tuple[str, i
 @contextmanager
 def cluster(context: Optional[str], kubeconfig: Optional[str], request_timeout: str) -> Iterator["BatchApi"]:
     """A connected `BatchApi`; any failure to use the cluster, inside the `with` too, ends the command with its
-    one line (exit 2 for what the user can fix, 1 for the server's own failures)."""
+    one line (exit 2 for what the user can fix, 1 for the server's own failures), and Ctrl-C with `interrupted`
+    (exit 130)."""
     from tpuplane.runtime.batch_api import ApiCallFailed
     from tpuplane.runtime.kube import ApiUnreachable, KubeConfigError
 
@@ -178,6 +180,9 @@ def cluster(context: Optional[str], kubeconfig: Optional[str], request_timeout: 
         fail(unreachable_line(kube, error, request_timeout))
     except ApiCallFailed as error:
         fail(*api_failure(kube, error))
+    except KeyboardInterrupt:  # Ctrl-C: the shell's status for SIGINT, one line instead of typer's "Aborted."
+        console(stderr=True).print("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def console(stderr: bool = False) -> Console:

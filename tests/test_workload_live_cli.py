@@ -12,6 +12,7 @@ the stand-in, and nowhere else.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -511,6 +512,41 @@ def test_wait_on_a_failed_workload_exits_125(world):
 
     assert result.exit_code == 125
     assert "a-big ended failed (FailedJobs)" in result.stderr
+
+
+def test_ctrl_c_during_wait_exits_130_with_one_line(world):
+    """A real process and a real SIGINT, as a shell sends it on Ctrl-C (with the handler a shell gives)."""
+    argv = ["workload", "wait", "a-big", "--for", "running", "--timeout", "10m", "--kubeconfig", str(world.kubeconfig)]
+    proc = subprocess.Popen([sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, "
+                             "signal.default_int_handler); from tpuplane.cli.main import app; "
+                             "app(prog_name='tpuplane')", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        waiting = proc.stderr.readline()  # a line per change without a terminal: it is waiting now
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+
+    assert waiting == "a-big: pending (WaitingForQuota)\n"
+    assert (proc.returncode, out, err) == (130, "", "interrupted\n")
+
+
+def test_ctrl_c_during_logs_follow_exits_130_after_what_was_printed(standin, monkeypatch):
+    """The kubelet's stream is a stand-in (as below); Ctrl-C arrives while it waits for the next line."""
+    from tpuplane.runtime.batch_api import BatchApi
+
+    def stream_then_ctrl_c(*args, **kwargs):
+        yield b"step 1\n"
+        raise KeyboardInterrupt
+
+    a_train = rk.jobset("a-train", "team-a", queue="team-a")
+    standin.serve("/api/v1/namespaces/team-a/pods", object_list("Pod", [rk.pod(a_train, 0, 0)]))
+    monkeypatch.setattr(BatchApi, "stream_log", stream_then_ctrl_c)
+
+    result = tpuplane("workload", "logs", "a-train", "-f", "--kubeconfig", str(standin.kubeconfig))
+
+    assert (result.exit_code, result.stdout, result.stderr) == (130, "step 1\n", "interrupted\n")
 
 
 # ---------------------------------------------------------------------------------------------------------------
