@@ -4,9 +4,10 @@ Only `submit` and `delete` write (server-side apply with field manager `tpuplane
 reads. What is shown is decided in `tpuplane.infra.batch` (states, explanations, status rows) from the objects
 read here; connection flags and failures are `tpuplane.cli.live`'s.
 
-Exit statuses: 0 done; 1 the action failed (a JobSet the check refuses, a name taken, a delete that failed);
-2 bad input or a cluster that cannot be used. `wait` adds 124 (timed out) and 125 (the workload ended in another
-state, or was deleted), as xpk's `--wait-for-job-completion` does.
+Exit statuses (docs/guides/batch.md has them all in one table): 0 done; 1 the action failed (a JobSet the check
+refuses, a name taken, a delete that failed, the API server's own failure); 2 bad input or a cluster that cannot be
+used; 130 Ctrl-C. `wait` adds 124 (timed out) and 125 (the workload ended in another state, or was deleted), as
+xpk's `--wait-for-job-completion` does.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tpuplane.cli.live import (
     NAMESPACE,
     REQUEST_TIMEOUT,
     OutputFormat,
+    api_failure,
     checked_name,
     cluster,
     console,
@@ -578,6 +580,8 @@ def delete_command(
             except ApiCallFailed as error:
                 if error.status == 404:
                     continue  # deleted meanwhile
+                if api_failure(kube, error)[1] != EXIT_FAILED:
+                    raise  # credentials, RBAC, a webhook: for the user to fix, one line and exit 2, as for any request
                 err.print(f"[red]x[/] {one_line(row.namespace)}/{one_line(row.name)}: {one_line(error)}")
                 status = EXIT_FAILED
     raise typer.Exit(status)

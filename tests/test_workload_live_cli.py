@@ -303,6 +303,20 @@ def test_submit_refused_by_an_admission_webhook_is_not_called_forbidden_by_rbac(
     assert "RBAC" not in line
 
 
+@pytest.mark.parametrize("code, reason", [(409, "Conflict"), (500, "InternalError"), (503, "ServiceUnavailable")])
+def test_submit_failed_by_the_api_server_is_one_line_and_exit_1(world, jobsets_file, code, reason):
+    """The action failed, the input was fine: kubectl's exit 1 (a 409 is another manager's field, a 5xx the
+    server's own failure)."""
+    world.serve(f"{JOBSETS}/a-new", not_found("jobsets", "jobset.x-k8s.io", "a-new"), 404)
+    world.serve(f"{JOBSETS}/a-new", status(code, reason, "try again later"), code, method="PATCH")
+
+    result = tpuplane("workload", "submit", str(jobsets_file), "--kubeconfig", str(world.kubeconfig))
+
+    assert (result.exit_code, result.stdout) == (1, "")
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: apply JobSet team-a/a-new: ") and "try again later" in line
+
+
 def test_submit_refuses_what_could_never_run_with_the_checks_reasons(world, tmp_path):
     import yaml
 
@@ -419,6 +433,28 @@ def test_delete_with_yes_deletes_the_jobset_in_the_background(world):
     assert result.exit_code == 0, result.output
     (delete,) = [r for r in world.requests if r.method == "DELETE"]
     assert (delete.path, delete.query) == (f"{JOBSETS}/a-big", {"propagationPolicy": ["Background"]})
+
+
+def test_delete_forbidden_by_rbac_is_one_line_and_exit_2_like_any_forbidden_request(world):
+    message = 'jobsets.jobset.x-k8s.io "a-big" is forbidden: User "alice" cannot delete resource "jobsets"'
+    world.serve(f"{JOBSETS}/a-big", status(403, "Forbidden", message), 403, method="DELETE")
+
+    result = tpuplane("workload", "delete", "a-big", "--yes", "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0].split()[0] == "NAME"  # the table of what was selected
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: forbidden: {message}") and "RBAC" in line
+
+
+def test_delete_the_api_server_fails_is_reported_per_workload_with_exit_1(world):
+    world.serve(f"{JOBSETS}/a-big", status(500, "InternalError", "etcdserver: request timed out"), 500,
+                method="DELETE")
+
+    result = tpuplane("workload", "delete", "a-big", "--yes", "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith("x team-a/a-big: ") and "etcdserver: request timed out" in result.stderr
 
 
 def test_delete_needs_a_name_or_a_filter(world):
