@@ -1,11 +1,13 @@
-"""Write the reference pages that are facts of the code: the stack config, the components' Args and the CLI.
+"""Write the reference pages that are facts of the code: the stack config, the components' Args, the CLI, and the
+day-two commands' states, reasons and JSON output.
 
-    .venv/bin/python docs/generate.py            # rewrite docs/reference/{stack-config,args,cli}.md
+    .venv/bin/python docs/generate.py            # rewrite docs/reference/{stack-config,args,cli,day-two}.md
     .venv/bin/python docs/generate.py --check    # exit 1 when a page is not what the code says (the tests run it)
 
 The stack config's keys, types and defaults come from the models that read them (`tpuplane.infra`), each key's
 meaning from the Args docstring of the same field (what Pulumi serves to every language) or, for what only a stack
-config says, from the model field's description. The CLI pages are the commands' own `--help`.
+config says, from the model field's description. The CLI pages are the commands' own `--help`. The day-two page
+shows the workload states' rules, the pending reasons and the `-f json` schemas as the code holds them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import json
 import re
 import sys
 import typing
@@ -26,6 +29,9 @@ from typer.testing import CliRunner
 from tpuplane import components
 from tpuplane.cli.main import app
 from tpuplane.infra.batch.platform import BatchPlatform
+from tpuplane.infra.batch.queue_usage import QUEUES_SCHEMA
+from tpuplane.infra.batch.workload_state import LIST_SCHEMA, PENDING_REASONS, STATE_RULES
+from tpuplane.infra.batch.workload_status import STATUS_SCHEMA
 from tpuplane.infra.fleet.cluster import ClusterSpec
 from tpuplane.infra.fleet.pools import SlicePoolSpec
 from tpuplane.infra.fleet.reservations import ReservationSpec
@@ -203,7 +209,32 @@ def cli_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-PAGES = {"stack-config.md": stack_config_page, "args.md": args_page, "cli.md": cli_page}
+def day_two_page() -> str:
+    lines = [GENERATED, "# Day-two reference: workload states, pending reasons, JSON output", "",
+             "What `tpuplane workload list|status|why` and `tpuplane queues` show, as the code decides it "
+             "([the guide](../guides/batch.md#day-two-workloads-on-a-live-cluster) explains the commands).", "",
+             "## Workload states", "",
+             "A workload's state comes from its JobSet's and its Kueue Workload's conditions: the first rule that "
+             "holds. `list` shows the state with the reason of the condition behind it, e.g. `pending "
+             "(WaitingForQuota)`, `evicted (PodsReadyTimeout)`.", "",
+             "| state | rule |", "| --- | --- |"]
+    lines += [f"| {state.value} | {cell(rule)} |" for state, rule in STATE_RULES]
+    lines += ["", "## Pending reasons", "",
+              "Every reason tpuplane gives a pending workload; a `QuotaReserved=False` reason Kueue writes that is "
+              "none of these is shown as Kueue wrote it.", "", "| reason | meaning |", "| --- | --- |"]
+    lines += [f"| `{reason}` | {cell(meaning)} |" for reason, meaning in PENDING_REASONS.items()]
+    lines += ["", "## JSON output", "",
+              "`-f json` prints one document per command, with `apiVersion` `tpuplane.dev/v1` and its own `kind`. "
+              "Every key is always present; an unknown value is null. The schemas (JSON Schema 2020-12) are "
+              "`tpuplane.infra.batch.workload_state.LIST_SCHEMA`, `workload_status.STATUS_SCHEMA` and "
+              "`queue_usage.QUEUES_SCHEMA`; the tests hold the commands' output to them."]
+    for title, schema in (("`workload list -f json`", LIST_SCHEMA), ("`workload status NAME -f json`", STATUS_SCHEMA),
+                          ("`queues -f json`", QUEUES_SCHEMA)):
+        lines += ["", f"### {title}", "", "```json", json.dumps(schema, indent=2), "```"]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+PAGES = {"stack-config.md": stack_config_page, "args.md": args_page, "cli.md": cli_page, "day-two.md": day_two_page}
 
 
 def main() -> int:

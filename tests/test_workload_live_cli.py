@@ -26,7 +26,9 @@ import recorded_kueue as rk
 from standin_api import not_found, object_list, standin_api, status, write_kubeconfig
 from tpuplane.cli.main import app
 from tpuplane.infra.batch.workload import DEFAULT_TTL
+from tpuplane.infra.batch.queue_usage import QUEUES_SCHEMA
 from tpuplane.infra.batch.workload_state import LIST_SCHEMA
+from tpuplane.infra.batch.workload_status import STATUS_SCHEMA
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"
@@ -234,11 +236,35 @@ def test_tables_into_a_pipe_keep_each_row_on_one_line_however_wide(world):
     assert row.rstrip().endswith(SHORT)
 
 
+def test_status_json_follows_its_schema(world):
+    result = tpuplane("workload", "status", "a-big", "-f", "json", "--kubeconfig", str(world.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(STATUS_SCHEMA).validate(document)
+    assert (document["workload"]["reason"], document["admission"]) == ("WaitingForQuota", None)
+    assert [(s["slice"], s["expectedPods"]) for s in document["slices"]] == [(0, 4), (1, 4)]
+    assert document["events"][0]["count"] == 12 and document["why"][0]["kind"] == "quota"
+
+
+def test_status_json_of_an_admitted_running_workload_follows_its_schema(world):
+    world.serve(f"{JOBSETS}/a-train", rk.jobset("a-train", "team-a", queue="team-a", slices=2, ready=2, created=30))
+
+    result = tpuplane("workload", "status", "a-train", "-f", "json", "--kubeconfig", str(world.kubeconfig))
+
+    document = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(STATUS_SCHEMA).validate(document)
+    assert document["admission"]["clusterQueue"] == "team-a"
+    assert all(isinstance(v, (int, float)) for p in document["admission"]["podSets"]
+               for v in p["resourceUsage"].values())
+
+
 def test_queues_tables_and_json(world):
     table = tpuplane("queues", "--kubeconfig", str(world.kubeconfig))
     document = json.loads(tpuplane("queues", "--kubeconfig", str(world.kubeconfig), "-f", "json").stdout)
 
     assert table.exit_code == 0, table.output
+    jsonschema.Draft202012Validator(QUEUES_SCHEMA).validate(document)
     assert "ClusterQueues (google.com/tpu)" in table.stdout and "Cohorts (google.com/tpu)" in table.stdout
     assert [q["name"] for q in document["clusterQueues"]] == ["team-a", "team-b", "unassigned"]
 
@@ -638,6 +664,7 @@ def test_logs_of_a_worker_that_does_not_exist_lists_those_that_do(standin):
 # Hostile values from the cluster: any controller (or anyone who may write a status) chooses these strings
 
 
+SCHEMAS = {"list": LIST_SCHEMA, "status": STATUS_SCHEMA}
 HOSTILE = "\x1b[31mred\x1b[0m\nsecond line [bold]markup[/bold] <script>alert(1)</script> password=hunter2"
 
 
@@ -671,5 +698,6 @@ def test_hostile_strings_in_json_are_escaped_and_secrets_masked(hostile, args):
     result = tpuplane(*args, "-f", "json", "--kubeconfig", str(hostile.kubeconfig))
 
     document = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(SCHEMAS[args[1]]).validate(document)
     assert "hunter2" not in result.stdout
     assert "\x1b[31mred" in json.dumps(document, ensure_ascii=False) or "\\u001b[31mred" in result.stdout

@@ -9,6 +9,7 @@ import pytest
 import recorded_kueue as rk
 from tpuplane.infra.batch.workload_state import (
     LIST_SCHEMA,
+    PENDING_REASONS,
     State,
     find_workload,
     list_json,
@@ -91,6 +92,57 @@ def test_state_pending_while_an_admission_check_is_not_ready(a_big):
 
     assert (standing.state, standing.reason) == (State.PENDING, "AdmissionCheckPending")
     assert "dws-prov" in standing.message
+
+
+RESERVED = rk.condition("QuotaReserved", True, "QuotaReserved", "Quota reserved in ClusterQueue team-a")
+NOT_ADMITTED = rk.condition("Admitted", False, "UnsatisfiedChecks", "The workload has not all checks ready")
+
+
+def checked(a_big, state):
+    return rk.workload(a_big, conditions=[RESERVED, NOT_ADMITTED], cluster_queue="team-a", admission_checks=[
+        {"name": "dws-prov", "state": state, "message": "", "lastTransitionTime": rk.at(2)}])
+
+
+def without_queue(jobset):
+    del jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    jobset["status"]["replicatedJobsStatus"][0]["ready"] = 0
+    return jobset
+
+
+# A Workload (or none) that makes each pending reason, as Kueue writes it.
+PENDING_CASES = {
+    "NoQueue": lambda js: (without_queue(js), None),
+    "NoWorkload": lambda js: (js, None),
+    "Queued": lambda js: (js, rk.workload(js, conditions=[])),
+    "WaitingForQuota": lambda js: (js, rk.workload(js, conditions=rk.pending_conditions(QUOTA_MESSAGE))),
+    "ExceedsMaxQuota": lambda js: (js, rk.workload(js, conditions=rk.pending_conditions(
+        rk.beyond_quota("slice", 96, 64)))),
+    "NoMatchingFlavor": lambda js: (js, rk.workload(js, conditions=rk.pending_conditions(
+        rk.refused("slice", 32, f"flavor {rk.FLAVOR} doesn't match node affinity")))),
+    "Misconfigured": lambda js: (js, rk.workload(js, conditions=rk.pending_conditions(
+        "LocalQueue team-x doesn't exist"))),
+    "Pending": lambda js: (js, rk.workload(js, conditions=rk.pending_conditions(
+        "Workload no longer fits after processing another workload"))),
+    "AdmissionCheckPending": lambda js: (js, checked(js, "Pending")),
+    "AdmissionCheckRetry": lambda js: (js, checked(js, "Retry")),
+    "AdmissionCheckRejected": lambda js: (js, checked(js, "Rejected")),
+    "QuotaReserved": lambda js: (js, checked(js, "Ready")),
+}
+
+
+def test_every_pending_reason_is_documented_and_made_by_a_case():
+    assert set(PENDING_CASES) == set(PENDING_REASONS)
+
+
+@pytest.mark.parametrize("reason", list(PENDING_REASONS))
+def test_pending_reason_is_made_as_documented(a_big, reason):
+    standing = state_of(*PENDING_CASES[reason](a_big))
+
+    assert (standing.state, standing.reason) == (State.PENDING, reason)
+
+
+def test_a_check_state_kueue_does_not_have_reads_as_pending(a_big):
+    assert state_of(a_big, checked(a_big, "\x1b[31mWeird")).reason == "AdmissionCheckPending"
 
 
 def test_state_pending_without_a_workload_yet(a_big):

@@ -24,6 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 from tpuplane.infra.batch.api_objects import Obj, field, items, meta, quantity, text
+from tpuplane.infra.batch.json_documents import JSON_API_VERSION, closed_object, document_schema
 from tpuplane.infra.batch.kueue import largest_remainder
 
 FlavorResource = tuple[str, str]  # (flavor, resource)
@@ -293,6 +294,35 @@ def cohort_rows(book: QueueBook, resource: str, cohorts: Iterable[str] | None = 
     return rows
 
 
+_AMOUNT = {"type": "number", "description": "in the resource's base unit: chips, cores, bytes"}
+_LIMIT = {"type": ["number", "null"], "description": "null: no limit"}
+_WORKLOADS = {"admittedWorkloads": {"type": "integer", "minimum": 0},
+              "reservingWorkloads": {"type": "integer", "minimum": 0, "description": "holding quota"},
+              "pendingWorkloads": {"type": "integer", "minimum": 0}}
+QUEUES_SCHEMA = document_schema("queues", "QueueUsage", {
+    "clusterQueues": {"type": "array", "items": closed_object({
+        "name": {"type": "string"}, "cohort": {"type": ["string", "null"]}, **_WORKLOADS,
+        "flavors": {"type": "array", "items": closed_object({
+            "name": {"type": "string"},
+            "resources": {"type": "array", "items": closed_object({
+                "name": {"type": "string", "description": "google.com/tpu, cpu, memory, ..."},
+                "nominal": _AMOUNT, "borrowingLimit": _LIMIT, "lendingLimit": _LIMIT, "used": _AMOUNT,
+                "borrowed": _AMOUNT, "lent": {**_AMOUNT, "description": "its share of what the cohort borrows"},
+                "available": {**_AMOUNT, "description": "what it could use now: its own free quota and what "
+                                                        "the cohort can lend"}})}})}})},
+    "localQueues": {"type": "array", "items": closed_object({
+        "namespace": {"type": "string"}, "name": {"type": "string"}, "clusterQueue": {"type": ["string", "null"]},
+        **_WORKLOADS,
+        "used": {"type": "array", "items": closed_object({"flavor": {"type": "string"}, "resource": {"type": "string"},
+                                                          "amount": _AMOUNT})}})},
+    "cohorts": {"type": "array", "items": closed_object({
+        "name": {"type": "string"}, "clusterQueues": {"type": "array", "items": {"type": "string"}},
+        "resources": {"type": "array", "items": closed_object({
+            "flavor": {"type": "string"}, "resource": {"type": "string"}, "nominal": _AMOUNT, "used": _AMOUNT,
+            "borrowed": _AMOUNT, "free": _AMOUNT})}})},
+})
+
+
 def queues_json(book: QueueBook, queues: Iterable[str] | None = None) -> dict[str, Any]:
     """Every resource of every flavor, numbers in base units. `queues` limits it to those ClusterQueues (and the
     LocalQueues and cohorts around them)."""
@@ -308,7 +338,7 @@ def queues_json(book: QueueBook, queues: Iterable[str] | None = None) -> dict[st
 
     cohorts = sorted({q.cohort for q in cluster_queues if q.cohort})
     return {
-        "apiVersion": "tpuplane.dev/v1", "kind": "QueueUsage",
+        "apiVersion": JSON_API_VERSION, "kind": "QueueUsage",
         "clusterQueues": [{"name": q.name, "cohort": q.cohort or None, "admittedWorkloads": q.admitted,
                            "reservingWorkloads": q.reserving, "pendingWorkloads": q.pending,
                            "flavors": [{"name": f, "resources": resources(q, f)} for f in q.flavors]}

@@ -1,25 +1,8 @@
 """One state per workload, from its JobSet's and its Kueue Workload's conditions: what `workload list` shows.
 
 A workload is a JobSet; Kueue gives it a Workload (`jobset-<name>-<hash>`, owned by the JobSet) that carries
-admission. The first rule that holds names the state:
-
-| state     | rule                                                                                                 |
-|-----------|------------------------------------------------------------------------------------------------------|
-| finished  | JobSet `Completed=True`, or Workload `Finished=True` with reason `Succeeded`                         |
-| failed    | JobSet `Failed=True`, or Workload `Finished=True` with another reason (`Failed`, `OwnerNotFound`...) |
-| preempted | Workload `Evicted=True` with reason `Preempted`; its `Preempted` condition says why                  |
-|           | (`InClusterQueue`, `InCohortReclamation`, `InCohortFairSharing`, `InCohortReclaimWhileBorrowing`)    |
-|           | and its message names the preemptor's Workload UID, which `list` turns into the preemptor's JobSet   |
-| evicted   | Workload `Evicted=True` with another reason (`PodsReadyTimeout`, `AdmissionCheck`,                   |
-|           | `ClusterQueueStopped`, `LocalQueueStopped`, `Deactivated`, `NodeFailures`...)                        |
-| running   | Workload `Admitted=True` (a JobSet Kueue does not manage: none needed) and a pod Running,            |
-|           | `PodsReady=True`, or a child Job with all its pods ready                                             |
-| admitted  | Workload `Admitted=True`: quota reserved and every admission check Ready; no pod running yet         |
-| pending   | anything else: no Workload yet, `QuotaReserved=False` (`WaitingForQuota`, `NoMatchingFlavor`,       |
-|           | `ExceedsMaxQuota`, `Misconfigured`..., recovered from Kueue's message when the reason is `Pending`), |
-|           | no `QuotaReserved` yet (`Queued`: with BestEffortFIFO Kueue tries the head of the queue and leaves   |
-|           | the workloads behind it untried while it cannot be admitted), or quota reserved while admission      |
-|           | checks are not Ready                                                                                 |
+admission. The first of `STATE_RULES` that holds names the state, and `PENDING_REASONS` says why a workload is
+pending; both are published as they are here (docs/reference/day-two.md, written by docs/generate.py).
 
 Kueue resets `Evicted` and `Preempted` to False when it admits the workload again, so a preempted workload stays
 `preempted` while it waits to be readmitted and becomes `admitted`/`running` once it is.
@@ -47,6 +30,7 @@ from tpuplane.infra.batch.api_objects import (
     timestamp,
 )
 from tpuplane.infra.batch.experiments import EXPERIMENT_LABEL, TRIAL_LABEL
+from tpuplane.infra.batch.json_documents import JSON_API_VERSION, NULLABLE_STRING, closed_object, document_schema
 from tpuplane.infra.batch.kueue_messages import granular_reason
 from tpuplane.infra.batch.workload import JOBSET_NAME_LABEL, PRIORITY_LABEL, QUEUE_LABEL
 from tpuplane.infra.fleet.scheduling import TPU_RESOURCE
@@ -61,6 +45,51 @@ class State(str, Enum):
     EVICTED = "evicted"
     PREEMPTED = "preempted"
 
+
+# The rules, in the order they are tried (the first that holds names the state): `workload_standing` applies them.
+STATE_RULES: tuple[tuple[State, str], ...] = (
+    (State.FINISHED, "JobSet `Completed=True`, or Workload `Finished=True` with reason `Succeeded`"),
+    (State.FAILED, "JobSet `Failed=True` (reason `FailedJobs`, `ReachedMaxRestarts`...), or Workload "
+                   "`Finished=True` with another reason (`Failed`, `OwnerNotFound`...)"),
+    (State.PREEMPTED, "Workload `Evicted=True` with reason `Preempted`; the reason shown is its `Preempted` "
+                      "condition's (`InClusterQueue`, `InCohortReclamation`, `InCohortFairSharing`, "
+                      "`InCohortReclaimWhileBorrowing`), and its message's preemptor UID is looked up among the "
+                      "Workloads the context may read: `preempted by <namespace>/<jobset> (<why>)`, else the "
+                      "preemptor's ClusterQueue"),
+    (State.EVICTED, "Workload `Evicted=True` with another reason, shown as given (`PodsReadyTimeout`, "
+                    "`AdmissionCheck`, `ClusterQueueStopped`, `LocalQueueStopped`, `Deactivated`, `NodeFailures`...)"),
+    (State.RUNNING, "Workload `Admitted=True` and a pod Running, `PodsReady=True`, or a child Job with all its pods "
+                    "ready; a JobSet without a queue label (Kueue does not manage it) runs when its pods do"),
+    (State.ADMITTED, "Workload `Admitted=True` (quota reserved and every admission check Ready), no pod running yet"),
+    (State.PENDING, "anything else, with one of the reasons below"),
+)
+
+# Why a workload is pending, every reason tpuplane gives; a `QuotaReserved=False` reason Kueue writes that is none
+# of these is shown as Kueue wrote it.
+PENDING_REASONS: dict[str, str] = {
+    "NoQueue": f"the JobSet has no `{QUEUE_LABEL}` label: Kueue does not manage it, and it has no pod running",
+    "NoWorkload": "Kueue has not created its Workload yet (or never will, e.g. for a priority class that does not "
+                  "exist: `why` says)",
+    "Queued": "no `QuotaReserved` condition yet: Kueue has not tried to admit it. With `BestEffortFIFO` Kueue tries "
+              "the head of a queue and, while it cannot be admitted, leaves the workloads behind it untried",
+    "WaitingForQuota": "`QuotaReserved=False`: the quota is in use; it runs once enough is free (or lent)",
+    "ExceedsMaxQuota": "`QuotaReserved=False`: more than the queue could ever hold, with all its cohort could lend",
+    "NoMatchingFlavor": "`QuotaReserved=False`: no flavor of the ClusterQueue matches its node selector, affinity "
+                        "or tolerations",
+    "Misconfigured": "`QuotaReserved=False`: its LocalQueue or ClusterQueue does not exist",
+    "Pending": "`QuotaReserved=False` with Kueue's catch-all reason and a message tpuplane reads no reason from "
+               "(shown as plain `pending`; `why` quotes the message)",
+    "AdmissionCheckPending": "quota reserved; an admission check (e.g. a DWS ProvisioningRequest looking for "
+                             "capacity) has not said Ready yet",
+    "AdmissionCheckRetry": "quota reserved; an admission check failed for now: Kueue releases the quota and tries "
+                           "again",
+    "AdmissionCheckRejected": "quota reserved; an admission check refused it for good: Kueue deactivates the "
+                              "workload",
+    "QuotaReserved": "quota reserved and every admission check Ready: Kueue has not marked it `Admitted` yet",
+}
+# Kueue's admission check states (Pending, Ready, Retry, Rejected) other than Ready, as pending reasons.
+_CHECK_REASONS = {"Pending": "AdmissionCheckPending", "Retry": "AdmissionCheckRetry",
+                  "Rejected": "AdmissionCheckRejected"}
 
 # `list` shows active workloads first, waiting ones next, ended ones last.
 STATE_ORDER = (State.RUNNING, State.ADMITTED, State.PREEMPTED, State.EVICTED, State.PENDING, State.FAILED,
@@ -161,10 +190,9 @@ def _pending(workload: Obj | None) -> Standing:
         waiting = [c for c in items(field(workload, "status", "admissionChecks")) if c.get("state") != "Ready"]
         if waiting:
             check = waiting[0]
-            return Standing(State.PENDING, f"AdmissionCheck{text(check.get('state')) or 'Pending'}",
+            return Standing(State.PENDING, _CHECK_REASONS.get(text(check.get("state")), "AdmissionCheckPending"),
                             f"admission check {text(check.get('name'))}: {text(check.get('message'))}".rstrip(": "))
-        admitted = condition(workload, "Admitted") or {}
-        return Standing(State.PENDING, text(admitted.get("reason")) or "QuotaReserved", text(admitted.get("message")))
+        return Standing(State.PENDING, "QuotaReserved", text(field(condition(workload, "Admitted"), "message")))
     if reserved is None:
         return Standing(State.PENDING, "Queued", "Kueue has not tried to admit it yet: it waits its turn in the "
                                                  "ClusterQueue")
@@ -323,54 +351,31 @@ def select_rows(rows: Iterable[WorkloadRow], *, team: str | None = None, queue: 
 # ---------------------------------------------------------------------------------------------------------------
 # `workload list -f json`: its schema (JSON Schema 2020-12), part of the documented interface
 
-LIST_API_VERSION = "tpuplane.dev/v1"
-_NULLABLE_STRING = {"type": ["string", "null"]}
-LIST_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "tpuplane workload list -f json",
-    "type": "object",
-    "required": ["apiVersion", "kind", "items"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"const": LIST_API_VERSION},
-        "kind": {"const": "WorkloadList"},
-        "items": {"type": "array", "items": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["name", "namespace", "workload", "team", "clusterQueue", "localQueue", "priority", "state",
-                         "reason", "message", "preemptedBy", "flavors", "pods", "restarts", "createdAt",
-                         "ageSeconds", "experiment", "trial"],
-            "properties": {
-                "name": {"type": "string", "description": "the JobSet"},
-                "namespace": {"type": "string"},
-                "workload": {**_NULLABLE_STRING, "description": "Kueue's Workload for the JobSet"},
-                "team": {**_NULLABLE_STRING, "description": "the ClusterQueue (a team's, in a tpuplane stack)"},
-                "clusterQueue": _NULLABLE_STRING,
-                "localQueue": _NULLABLE_STRING,
-                "priority": {"type": "object", "additionalProperties": False, "required": ["class", "value"],
-                             "properties": {"class": _NULLABLE_STRING, "value": {"type": ["integer", "null"]}}},
-                "state": {"enum": [s.value for s in State]},
-                "reason": {**_NULLABLE_STRING, "description": "the reason of the condition behind the state"},
-                "message": _NULLABLE_STRING,
-                "preemptedBy": {"type": ["object", "null"], "additionalProperties": False,
-                                "required": ["jobset", "workloadUID", "clusterQueue", "reason"],
-                                "properties": {"jobset": {**_NULLABLE_STRING, "description": "namespace/name"},
-                                               "workloadUID": _NULLABLE_STRING, "clusterQueue": _NULLABLE_STRING,
-                                               "reason": _NULLABLE_STRING}},
-                "flavors": {"type": "array", "items": {"type": "string"}},
-                "pods": {"type": "object", "additionalProperties": False, "required": ["running", "total"],
-                         "properties": {"running": {"type": "integer", "minimum": 0},
-                                        "total": {"type": "integer", "minimum": 0}}},
-                "restarts": {"type": "integer", "minimum": 0},
-                "createdAt": _NULLABLE_STRING,
-                "ageSeconds": {"type": ["integer", "null"], "minimum": 0},
-                "experiment": _NULLABLE_STRING,
-                "trial": _NULLABLE_STRING,
-            },
-        }},
-    },
-}
+WORKLOAD_SCHEMA = closed_object({
+    "name": {"type": "string", "description": "the JobSet"},
+    "namespace": {"type": "string"},
+    "workload": {**NULLABLE_STRING, "description": "Kueue's Workload for the JobSet"},
+    "team": {**NULLABLE_STRING, "description": "the ClusterQueue (a team's, in a tpuplane stack)"},
+    "clusterQueue": NULLABLE_STRING,
+    "localQueue": NULLABLE_STRING,
+    "priority": closed_object({"class": NULLABLE_STRING, "value": {"type": ["integer", "null"]}}),
+    "state": {"enum": [s.value for s in State]},
+    "reason": {**NULLABLE_STRING, "description": "the reason of the condition behind the state (for pending, one of "
+                                                 "the pending reasons, or Kueue's own)"},
+    "message": NULLABLE_STRING,
+    "preemptedBy": {**closed_object({"jobset": {**NULLABLE_STRING, "description": "namespace/name"},
+                                     "workloadUID": NULLABLE_STRING, "clusterQueue": NULLABLE_STRING,
+                                     "reason": NULLABLE_STRING}), "type": ["object", "null"]},
+    "flavors": {"type": "array", "items": {"type": "string"}, "description": "the admitted flavors, TPU first"},
+    "pods": closed_object({"running": {"type": "integer", "minimum": 0}, "total": {"type": "integer", "minimum": 0}}),
+    "restarts": {"type": "integer", "minimum": 0},
+    "createdAt": NULLABLE_STRING,
+    "ageSeconds": {"type": ["integer", "null"], "minimum": 0},
+    "experiment": NULLABLE_STRING,
+    "trial": NULLABLE_STRING,
+}, "one workload: a JobSet with its Kueue Workload")
+LIST_SCHEMA = document_schema("workload list", "WorkloadList", {"items": {"type": "array", "items": WORKLOAD_SCHEMA}})
 
 
 def list_json(rows: Iterable[WorkloadRow]) -> dict[str, Any]:
-    return {"apiVersion": LIST_API_VERSION, "kind": "WorkloadList", "items": [r.to_json() for r in rows]}
+    return {"apiVersion": JSON_API_VERSION, "kind": "WorkloadList", "items": [r.to_json() for r in rows]}

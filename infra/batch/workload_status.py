@@ -12,10 +12,11 @@ from decimal import Decimal
 from typing import Any
 
 from tpuplane.infra.batch.api_objects import Obj, field, items, labels, meta, quantity, text, timestamp
+from tpuplane.infra.batch.json_documents import JSON_API_VERSION, NULLABLE_STRING, closed_object, document_schema
 from tpuplane.infra.batch.pending import Reason
 from tpuplane.infra.batch.queue_usage import amount_json, amount_text
 from tpuplane.infra.batch.workload import JOB_INDEX_LABEL, REPLICATED_JOB_LABEL
-from tpuplane.infra.batch.workload_state import WorkloadRow
+from tpuplane.infra.batch.workload_state import WORKLOAD_SCHEMA, WorkloadRow
 from tpuplane.infra.durations import human_duration
 
 _PHASES = ("Running", "Pending", "Succeeded", "Failed")
@@ -146,11 +147,44 @@ def event_json(event: Obj) -> dict[str, Any]:
             "count": _int(event.get("count"), 1), "time": event_time(event) or None}
 
 
+_AMOUNT = {"type": ["number", "null"], "description": "in the resource's base unit: chips, cores, bytes"}
+_COUNT = {"type": "integer", "minimum": 0}
+STATUS_SCHEMA = document_schema("workload status", "WorkloadStatus", {
+    "workload": WORKLOAD_SCHEMA,
+    "conditions": {"type": "array", "description": "the Workload's conditions, then the JobSet's", "items": closed_object({
+        "object": {"enum": ["Workload", "JobSet"]}, "type": {"type": "string"}, "status": {"type": "string"},
+        "reason": NULLABLE_STRING, "message": NULLABLE_STRING, "lastTransitionTime": NULLABLE_STRING})},
+    "admission": {**closed_object({
+        "clusterQueue": {"type": "string"},
+        "podSets": {"type": "array", "items": closed_object({
+            "name": {"type": "string"}, "count": {"type": ["integer", "null"]},
+            "flavors": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "resource -> flavor"},
+            "resourceUsage": {"type": "object", "additionalProperties": _AMOUNT,
+                              "description": "resource -> the pod set's total"}})}},
+        "null while the workload holds no quota"), "type": ["object", "null"]},
+    "slices": {"type": "array", "items": closed_object({
+        "job": {"type": "string", "description": "the replicated job"},
+        "slice": {**_COUNT, "description": "the child Job's index"}, "expectedPods": _COUNT,
+        "pods": closed_object({p.lower(): _COUNT for p in _PHASES}, "its pods by phase"),
+        "containerRestarts": _COUNT})},
+    "events": {"type": "array", "description": "about the JobSet, its Workload, child Jobs and pods, oldest first",
+               "items": closed_object({"type": NULLABLE_STRING, "reason": NULLABLE_STRING,
+                                       "object": {"type": "string", "description": "Kind/name"},
+                                       "message": NULLABLE_STRING, "count": {"type": "integer"},
+                                       "time": NULLABLE_STRING})},
+    "why": {"type": "array", "description": "what holds the workload, as `workload why` says it",
+            "items": closed_object({"kind": {"type": "string", "description": "quota, no-flavor, preempted, "
+                                                                              "provisioning, image-pull, ..."},
+                                    "text": {"type": "string"}})},
+})
+
+
 def status_json(row: WorkloadRow, jobset: Obj, workload: Obj | None, pods: Sequence[Obj], events: Sequence[Obj],
                 reasons: Sequence[Reason]) -> dict[str, Any]:
     granted = admission(workload)
     return {
-        "apiVersion": "tpuplane.dev/v1", "kind": "WorkloadStatus",
+        "apiVersion": JSON_API_VERSION, "kind": "WorkloadStatus",
         "workload": row.to_json(),
         "conditions": [c.to_json() for c in condition_rows(jobset, workload)],
         "admission": None if granted is None else {
