@@ -21,6 +21,7 @@ from tpuplane.infra.k8s_validation import manifest_errors
 from tpuplane.infra.batch.workload import (
     JAX_COORDINATOR_PORT,
     RETRY_EXIT_CODES,
+    TPU_METRICS_PORT,
     TpuJob,
     TpuWorkloadSpec,
     max_name_length,
@@ -349,6 +350,13 @@ def test_jax_coordinator_port_is_jaxs_cloud_tpu_default():
     from jax._src.clusters import cloud_tpu_cluster
 
     assert str(JAX_COORDINATOR_PORT) == cloud_tpu_cluster.coordinator_port
+
+
+def test_tpu_container_exposes_the_runtime_metrics_port_gke_reads_duty_cycle_from(cfg):
+    """GKE reports a container's TPU duty cycle and memory only when it exposes 8431 (the dashboard's TPU tiles)."""
+    [container] = pod_spec(render_tpu_jobset(workload(), cfg.batch))["containers"]
+    assert TPU_METRICS_PORT == 8431
+    assert {"name": "tpu-metrics", "containerPort": 8431, "protocol": "TCP"} in container["ports"]
 
 
 def test_slices_a_service_holds_do_not_count(cfg):

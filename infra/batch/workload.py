@@ -82,6 +82,15 @@ DEFAULT_JOB = "slice"
 # JAX's own Cloud TPU coordinator port (`jax._src.clusters.cloud_tpu_cluster.coordinator_port`): a program that
 # calls `jax.distributed.initialize()` with no arguments reads JAX_COORDINATOR_ADDRESS, which carries it.
 JAX_COORDINATOR_PORT = 8482
+# The TPU runtime's metrics port. GKE reports a container's `kubernetes.io/container/accelerator/duty_cycle` and
+# `memory_used` (what the fleet dashboard's TPU tiles chart) only for TPU containers that expose it: GKE's own TPU
+# manifests declare `containerPort: 8431 # Port to export TPU runtime metrics, if supported.`
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning,
+# https://cloud.google.com/kubernetes-engine/docs/how-to/tpus), and Google's GKE TPU monitoring guide lists
+# "containerPort: 8431 exposed on the TPU container" as a prerequisite of these metrics
+# (https://github.com/GoogleCloudPlatform/gke-mcp, skill gke-tpu-metrics-monitoring). With `hostNetwork` it is
+# also a host port: one TPU pod per VM (it asks for every chip), so pods never contend for it.
+TPU_METRICS_PORT = 8431
 DEFAULT_TTL = 43200  # xpk: finished JobSets stay 12 h for inspection (CLI renders only)
 # Kueue copies `provreq.kueue.x-k8s.io/*` annotations into the ProvisioningRequest of a queued (DWS) workload.
 MAX_RUN_DURATION_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
@@ -516,6 +525,7 @@ def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]
             "image": job.image,
             "command": shell_command(job),
             "env": multislice_env(spec, job.slices) + user_env,
+            "ports": [{"name": "tpu-metrics", "containerPort": TPU_METRICS_PORT, "protocol": "TCP"}],
             "resources": tpu_resources(spec),
             "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
         }],

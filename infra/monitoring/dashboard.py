@@ -8,7 +8,8 @@ and checked against the API's published schema before it is sent (`tpuplane.infr
   `jobset.sigs.k8s.io/jobset-name` (as Google's "GKE - TPU Monitoring Dashboard" groups them,
   https://github.com/google/cloud-tpu-monitoring-debugging/blob/4c6097b1fd/gcp_resources/gke/resources/dashboard/
   monitoring_dashboard/dashboard_json/duty-cycle.json) and tpuplane's slice-group label. GKE reports them for TPU
-  containers that expose the runtime's metrics port (8431).
+  containers that expose the runtime's metrics port, which every TPU container `workload render` writes does
+  (`tpuplane.infra.batch.workload.TPU_METRICS_PORT`, with its sources).
 - Queue tiles are PromQL (`timeSeriesQuery.prometheusQuery`, a field of the API's TimeSeriesQuery) over Kueue's
   metrics, which Managed Prometheus collects (`tpuplane.infra.monitoring.kueue_metrics`); Managed Prometheus adds
   the `cluster` label to every series. Quota usage needs Kueue's `metrics.enableClusterQueueResources`.
