@@ -35,6 +35,14 @@ def pathways() -> Plan:
 
 
 @pytest.fixture(scope="module")
+def fixed() -> Plan:
+    """The pathways stack before its batch group scaled: 4 slices always there."""
+    config = copy.deepcopy(stack_file_config("pathways"))
+    config["tpuplane:tpuPools"][1] = {"name": "batch", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"}
+    return plan(config)
+
+
+@pytest.fixture(scope="module")
 def changed() -> Plan:
     """The pathways stack after a change: evals may now write the datasets bucket, research loses its checkpoint
     bucket, the batch group holds two slices, and the dashboard has a hostile title."""
@@ -149,13 +157,28 @@ def test_grant_of_reads_a_bucket_and_a_project_grant():
     assert grant_of("gcp:storage/bucket:Bucket", "g", {}) is None
 
 
-def test_a_fixed_group_that_starts_to_scale_is_updated_in_place():
-    fixed = copy.deepcopy(stack_file_config("pathways"))
-    fixed["tpuplane:tpuPools"][1] = {"name": "batch", "tpuType": "v6e-16", "slices": 4, "capacity": "spot"}
-
-    changes = {c.name: c for c in diff_plans(plan(fixed), plan(stack_file_config("pathways"))).changes}
+def test_a_fixed_group_that_starts_to_scale_is_updated_in_place(fixed, pathways):
+    changes = {c.name: c for c in diff_plans(fixed, pathways).changes}
 
     assert {changes[f"batch-{i}"].action for i in range(4)} == {Action.UPDATE}
     assert {p.path for p in changes["batch-1"].properties} == {
         "autoscaling.locationPolicy", "autoscaling.maxNodeCount", "autoscaling.minNodeCount", "initialNodeCount",
         "nodeCount"}
+
+
+def test_a_group_that_starts_to_scale_from_zero_lowers_the_cost_floor_in_every_diff_format(fixed, pathways):
+    """4 held spot slices become 1-4: the maximum stays (64 chips), the minimum drops by 3 slices (48 chips)."""
+    diff, context = diff_plans(fixed, pathways), diff_context(fixed, pathways, PRICES)
+    floor = -round(48 * 730 * PRICES.rate("v6e", "spot"))
+
+    [line] = context.cost
+    assert (line.capacity, line.chips, line.min_chips, line.min_chip_hours) == ("spot", 0, -48, -48 * 730)
+    text = render(diff, ReportFormat.TEXT, context)
+    assert (f"v6e spot: chips min -48 / max +0, chip-hours/month min -35,040 / max +0, min -${-floor:,} / max $0/month"
+            in text) and f"total min -${-floor:,} / max $0/month" in text
+    markdown = render(diff, ReportFormat.MARKDOWN, context)
+    assert "| v6e | spot | min -48 / max +0 | min -35,040 / max +0 |" in markdown
+    assert f"**Estimated TPU cost change: min -\\${-floor:,} / max \\$0/month" in markdown
+    document = json.loads(render(diff, ReportFormat.JSON, context))["costImpact"]
+    assert document["monthlyDelta"] == 0 and round(document["monthlyDeltaMin"]) == floor
+    assert [(x["chips"], x["minChips"]) for x in document["lines"]] == [(0, -48)]

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tpuplane.infra.errors import ConfigError
-from tpuplane.infra.review.cost import cost_delta, fleet_cost, load_prices, money, total, unpriced_note
+from tpuplane.infra.review.cost import (
+    cost_delta, fleet_cost, group_cost, load_prices, money, money_range, total, unpriced_note,
+)
 from tpuplane.infra.review.plan import parse_plan
 from tpuplane.infra.review.summary import summarize
 
@@ -112,3 +114,11 @@ def test_cost_delta_counts_what_head_adds_and_removes_per_mode():
 
 def test_money_rounds_to_whole_units_and_signs_deltas():
     assert (money(18921.6), money(-1200.4, signed=True), money(5.0, signed=True)) == ("$18,922", "-$1,200", "+$5")
+
+
+def test_a_groups_cost_is_its_fleet_lines_range():
+    """One computation of chips x hours x rate: the pool-group column and the per-generation table agree."""
+    summary = _summary(node_pool("train-0"))
+    [group], [line] = summary.pool_groups, fleet_cost(summary, load_prices())
+
+    assert group_cost(group, load_prices()) == money_range(line.monthly_min, line.monthly) == money(line.monthly)

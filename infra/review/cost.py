@@ -8,9 +8,8 @@ and names the table's date and source: prices change, discounts are negotiated, 
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -23,7 +22,7 @@ from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.catalog import GENERATIONS
 from tpuplane.infra.redaction import redact_text
 from tpuplane.infra.yaml_input import read_yaml_file
-from tpuplane.infra.review.summary import CAPACITY_MODES, FleetSummary, PoolGroup
+from tpuplane.infra.review.summary import CAPACITY_MODES, FleetSummary, PoolGroup, range_text
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
 _GENERATION_NAMES = tuple(g.generation for g in GENERATIONS)
@@ -118,49 +117,72 @@ def load_prices(override: Path | None = None) -> PriceTable:
 @dataclass(frozen=True)
 class CostLine:
     """Chips of one generation on one capacity mode, and what they cost a month (None: no price known): at most,
-    with every group at its maximum; `min_chips` and `monthly_min` with the groups that scale at their minimum."""
+    with every group at its maximum, and (`min_*`) with the groups that scale at their minimum. A line of a change
+    holds the differences: what the change adds (+) or removes (-) at the maximum and at the minimum."""
 
     generation: str
     capacity: str
     chips: int
     chip_hours: float
     monthly: float | None
-    min_chips: int | None = None  # None: the chips do not scale
-    monthly_min: float | None = None
+    min_chips: int
+    min_chip_hours: float
+    monthly_min: float | None
 
     @property
     def scales(self) -> bool:
-        return self.min_chips is not None and self.min_chips != self.chips
+        return self.min_chips != self.chips
+
+    @property
+    def chips_text(self) -> str:
+        return range_text(self.min_chips, self.chips)
+
+    @property
+    def chip_hours_text(self) -> str:
+        return range_text(self.min_chip_hours, self.chip_hours, ",.0f")
 
 
 def fleet_cost(summary: FleetSummary, prices: PriceTable) -> tuple[CostLine, ...]:
     minimum = summary.chips_by_mode(minimum=True)
-    lines = []
-    for (generation, mode), chips in summary.chips_by_mode().items():
-        line = _line(generation, mode, chips, prices)
-        low = minimum.get((generation, mode), chips)
-        if low != chips:
-            line = dataclasses.replace(line, min_chips=low, monthly_min=_line(generation, mode, low, prices).monthly)
-        lines.append(line)
-    return tuple(lines)
+    return tuple(_line(generation, mode, minimum[generation, mode], chips, prices)
+                 for (generation, mode), chips in summary.chips_by_mode().items())
 
 
 def cost_delta(base: FleetSummary, head: FleetSummary, prices: PriceTable) -> tuple[CostLine, ...]:
-    """Per generation and capacity mode, the chips (and money) `head` adds (+) or removes (-) from `base`."""
+    """Per generation and capacity mode, the chips (and money) `head` adds (+) or removes (-) from `base`, at the
+    groups' maximum and at their minimum: a group that starts to scale from zero keeps its maximum and lowers its
+    floor."""
     before, after = base.chips_by_mode(), head.chips_by_mode()
-    return tuple(_line(g, m, after.get((g, m), 0) - before.get((g, m), 0), prices)
-                 for g, m in sorted(set(before) | set(after)) if after.get((g, m), 0) != before.get((g, m), 0))
+    before_min, after_min = base.chips_by_mode(minimum=True), head.chips_by_mode(minimum=True)
+    lines = []
+    for key in sorted(set(before) | set(after)):
+        high = after.get(key, 0) - before.get(key, 0)
+        low = after_min.get(key, 0) - before_min.get(key, 0)
+        if high or low:
+            lines.append(_line(*key, low, high, prices))
+    return tuple(lines)
 
 
-def _line(generation: str, mode: str, chips: int, prices: PriceTable) -> CostLine:
+def _line(generation: str, mode: str, min_chips: int, chips: int, prices: PriceTable) -> CostLine:
+    """The one computation of chip-hours and money: chips x hours a month x the rate."""
     rate = prices.rate(generation, mode)
-    hours = chips * prices.hours_per_month
-    return CostLine(generation, mode, chips, hours, None if rate is None else round(hours * rate, 2))
+
+    def monthly(hours: float) -> float | None:
+        return None if rate is None else round(hours * rate, 2)
+
+    hours, min_hours = chips * prices.hours_per_month, min_chips * prices.hours_per_month
+    return CostLine(generation, mode, chips, hours, monthly(hours), min_chips, min_hours, monthly(min_hours))
 
 
 def total(lines: tuple[CostLine, ...], *, minimum: bool = False) -> float:
     """The month's estimate at the groups' maximum, or with `minimum` at their minimum."""
-    return round(sum((line.monthly_min if minimum and line.scales else line.monthly) or 0.0 for line in lines), 2)
+    return round(sum((line.monthly_min if minimum else line.monthly) or 0.0 for line in lines), 2)
+
+
+def totals_text(lines: tuple[CostLine, ...]) -> tuple[str, str]:
+    """The chips and chip-hours a month of `lines` together, as ranges when some of them scale."""
+    return (range_text(sum(line.min_chips for line in lines), sum(line.chips for line in lines)),
+            range_text(sum(line.min_chip_hours for line in lines), sum(line.chip_hours for line in lines), ",.0f"))
 
 
 def money_range(low: float | None, high: float | None, currency: str = "USD") -> str:
@@ -170,11 +192,17 @@ def money_range(low: float | None, high: float | None, currency: str = "USD") ->
     return f"{money(low, currency)} – {money(high, currency)}"
 
 
+def change_text(low: float | None, high: float | None, render: Callable[[float | None], str]) -> str:
+    """A change at the groups' minimum and maximum: `+64`, or `min -48 / max +0` when they differ (a group that
+    starts to scale from zero lowers its floor, not its ceiling)."""
+    return render(high) if low == high else f"min {render(low)} / max {render(high)}"
+
+
 def unpriced_note(lines: tuple[CostLine, ...]) -> str:
     """What `total` could not count, "" when every chip has a price: `not counting 64 tpu7x on-demand chips (no
     price)`."""
-    unpriced = [f"{abs(line.chips)} {line.generation} {line.capacity} chip{'' if abs(line.chips) == 1 else 's'}"
-                for line in lines if line.monthly is None]
+    counts = [(max(abs(line.chips), abs(line.min_chips)), line) for line in lines if line.monthly is None]
+    unpriced = [f"{n} {line.generation} {line.capacity} chip{'' if n == 1 else 's'}" for n, line in counts]
     return f"not counting {', '.join(unpriced)} (no price)" if unpriced else ""
 
 
@@ -189,9 +217,5 @@ def money(value: float | None, currency: str = "USD", signed: bool = False) -> s
 
 def group_cost(group: PoolGroup, prices: PriceTable) -> str:
     """A pool group's monthly estimate, a range from its minimum to its maximum when it scales."""
-    rate = prices.rate(group.generation, group.capacity)
-    if rate is None:
-        return money(None, prices.currency)
-    monthly = round(group.chips * prices.hours_per_month * rate, 2)
-    low = round(group.min_chips * prices.hours_per_month * rate, 2) if group.min_slices is not None else None
-    return money_range(low, monthly, prices.currency)
+    line = _line(group.generation, group.capacity, group.min_chips, group.chips, prices)
+    return money_range(line.monthly_min, line.monthly, prices.currency)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tpuplane.infra.review.cost import CostLine, PriceTable, cost_delta, money, total, unpriced_note
+from tpuplane.infra.review.cost import CostLine, PriceTable, change_text, cost_delta, money, total, unpriced_note
 from tpuplane.infra.review.markup import md_text, visible
 from tpuplane.infra.review.plan import Plan, PlannedResource
 from tpuplane.infra.review.plan_diff import Action, PlanDiff, ResourceChange
@@ -38,6 +38,25 @@ class DiffContext:
     @property
     def monthly_delta(self) -> float:
         return total(self.cost)
+
+    @property
+    def monthly_delta_min(self) -> float:
+        return total(self.cost, minimum=True)
+
+    def money_text(self, low: float | None, high: float | None) -> str:
+        return change_text(low, high, lambda value: money(value, self.prices.currency, signed=True))
+
+    @property
+    def total_text(self) -> str:
+        return self.money_text(self.monthly_delta_min, self.monthly_delta)
+
+
+def _chips(line: CostLine) -> str:
+    return change_text(line.min_chips, line.chips, lambda chips: f"{chips:+d}")
+
+
+def _chip_hours(line: CostLine) -> str:
+    return change_text(line.min_chip_hours, line.chip_hours, lambda hours: f"{hours:+,.0f}")
 
 
 def diff_context(base: Plan, head: Plan, prices: PriceTable) -> DiffContext:
@@ -74,14 +93,14 @@ def grant_changes(diff: PlanDiff, context: DiffContext) -> list[GrantChange]:
 
 
 def cost_markdown(context: DiffContext) -> list[str]:
-    currency, note = context.prices.currency, md_text(context.prices.note)
+    note = md_text(context.prices.note)
     if not context.cost:
         return ["No change in TPU chips, so no change in estimated TPU cost.", "", f"_{note}_"]
     lines = table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly change"),
-                  [(md_text(c.generation), md_text(c.capacity), f"{c.chips:+d}", f"{c.chip_hours:+,.0f}",
-                    md_text(money(c.monthly, currency, signed=True))) for c in context.cost], right=3)
+                  [(md_text(c.generation), md_text(c.capacity), _chips(c), _chip_hours(c),
+                    md_text(context.money_text(c.monthly_min, c.monthly))) for c in context.cost], right=3)
     unpriced = unpriced_note(context.cost)
-    return [*lines, "", f"**Estimated TPU cost change: {md_text(money(context.monthly_delta, currency, signed=True))}"
+    return [*lines, "", f"**Estimated TPU cost change: {md_text(context.total_text)}"
                         f"/month{md_text(f' ({unpriced})' if unpriced else '')}.** _{note}_"]
 
 
@@ -94,12 +113,11 @@ def add_fleet(fold: Folding, context: DiffContext) -> None:
 
 
 def cost_text(context: DiffContext) -> list[str]:
-    currency = context.prices.currency
     lines = ["Estimated TPU cost change:"]
-    lines += [visible(f"  {c.generation} {c.capacity}: chips {c.chips:+d}, chip-hours/month {c.chip_hours:+,.0f}, "
-                      f"{money(c.monthly, currency, signed=True)}/month") for c in context.cost] or ["  none"]
+    lines += [visible(f"  {c.generation} {c.capacity}: chips {_chips(c)}, chip-hours/month {_chip_hours(c)}, "
+                      f"{context.money_text(c.monthly_min, c.monthly)}/month") for c in context.cost] or ["  none"]
     unpriced = unpriced_note(context.cost)
-    return [*lines, visible(f"  total {money(context.monthly_delta, currency, signed=True)}/month"
+    return [*lines, visible(f"  total {context.total_text}/month"
                             f"{f' ({unpriced})' if unpriced else ''}. {context.prices.note}")]
 
 
@@ -107,7 +125,8 @@ def cost_json(context: DiffContext) -> dict[str, Any]:
     return {
         "estimate": True, "pricesDate": context.prices.date, "pricesSource": context.prices.source,
         "currency": context.prices.currency, "hoursPerMonth": context.prices.hours_per_month,
-        "monthlyDelta": context.monthly_delta,
-        "lines": [{"generation": c.generation, "capacity": c.capacity, "chips": c.chips,
-                   "chipHoursPerMonth": c.chip_hours, "monthly": c.monthly} for c in context.cost],
+        "monthlyDelta": context.monthly_delta, "monthlyDeltaMin": context.monthly_delta_min,
+        "lines": [{"generation": c.generation, "capacity": c.capacity, "chips": c.chips, "minChips": c.min_chips,
+                   "chipHoursPerMonth": c.chip_hours, "minChipHoursPerMonth": c.min_chip_hours,
+                   "monthly": c.monthly, "monthlyMin": c.monthly_min} for c in context.cost],
     }

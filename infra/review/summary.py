@@ -67,6 +67,11 @@ CAPACITY_MODES = ("reservation", "on-demand", "flex-start", "queued", "spot")
 _SINGLE_HOST_TOPOLOGIES = {1: ("1x1", "1x1x1"), 4: ("2x2", "2x2x1"), 8: ("2x4",)}
 
 
+def range_text(low: float, high: float, spec: str = "d") -> str:
+    """A count that scales as `low-high` ("16-64", "11,680-46,720" with spec ",.0f"); one number when it does not."""
+    return format(high, spec) if low == high else f"{format(low, spec)}-{format(high, spec)}"
+
+
 @dataclass(frozen=True)
 class PoolGroup:
     """The node pools of one component (a TpuSlicePool): identical slices of one TPU type."""
@@ -96,13 +101,26 @@ class PoolGroup:
         return self.slices * self.chips_per_slice
 
     @property
+    def fewest_slices(self) -> int:
+        """Slices at the group's minimum: all of them unless it scales."""
+        return self.slices if self.min_slices is None else self.min_slices
+
+    @property
     def min_chips(self) -> int:
-        return (self.slices if self.min_slices is None else self.min_slices) * self.chips_per_slice
+        return self.fewest_slices * self.chips_per_slice
 
     @property
     def slices_text(self) -> str:
         """"4", or "1-4" for a group that scales."""
-        return str(self.slices) if self.min_slices is None else f"{self.min_slices}-{self.slices}"
+        return range_text(self.fewest_slices, self.slices)
+
+    @property
+    def vms_text(self) -> str:
+        return range_text(self.fewest_slices * self.vms_per_slice, self.vms)
+
+    @property
+    def chips_text(self) -> str:
+        return range_text(self.min_chips, self.chips)
 
 
 @dataclass(frozen=True)
