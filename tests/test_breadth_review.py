@@ -88,6 +88,19 @@ def test_node_auto_provisioning_limits_are_in_the_summary():
                                               "tpu-v6e-slice": 64}
 
 
+@pytest.mark.parametrize("fmt, shown", [
+    (ReportFormat.TEXT, ("total                  48-96     35,040-70,080", "16-64     11,680-46,720")),
+    (ReportFormat.MARKDOWN, ("**48-96 TPU chips, est.", "| 16-64 | 11,680-46,720 |", "| 1-4 | 4-16 | 16-64 |")),
+    (ReportFormat.HTML, ("<b>48-96</b>TPU chips", "<b>3-6</b>slices", '<td class="num">11,680-46,720</td>')),
+])
+def test_every_format_totals_chips_and_chip_hours_from_the_minimum_to_the_maximum(pathways, fmt, shown):
+    """batch scales between 1 and 4 v6e-16 slices (16-64 chips), serve holds 2 (32): the fleet has 48-96 chips."""
+    out = render_plan(pathways, fmt, PRICES)
+
+    for text in shown:
+        assert text in out, (fmt, text)
+
+
 @pytest.mark.parametrize("fmt", [ReportFormat.TEXT, ReportFormat.MARKDOWN, ReportFormat.HTML])
 def test_every_format_shows_storage_grants_and_the_scaling_range(pathways, fmt):
     out = render_plan(pathways, fmt, PRICES)

@@ -236,7 +236,7 @@ def test_plan_table_opens_with_the_fleet_summary():
     lines = tpuplane("--stack", "dev").stdout.splitlines()
 
     assert lines[2] == "TPU pool groups"
-    assert lines[4].split()[:8] == ["train", "v6e-16", "ct6e-standard-4t", "spot", "-", "0-2", "8", "32"]
+    assert lines[4].split()[:8] == ["train", "v6e-16", "ct6e-standard-4t", "spot", "-", "0-2", "0-8", "0-32"]
     assert any(line.startswith("Estimated at list prices of ") for line in lines[:12])
 
 
@@ -256,7 +256,7 @@ def test_plan_markdown_opens_with_the_summary_and_a_mermaid_diagram():
     out = tpuplane("--stack", "dev", "--format", "markdown").stdout
 
     assert out.index("#### TPU fleet") < out.index("```mermaid") < out.index("#### Resources by component")
-    assert "| `train` | v6e-16 | ct6e-standard-4t | spot | - | 0-2 | 8 | 32 |" in out
+    assert "| `train` | v6e-16 | ct6e-standard-4t | spot | - | 0-2 | 0-8 | 0-32 |" in out
     assert "| `batch` | `WorkloadPriorityClass` | `workloadpriorityclass-very-low` |" in out
 
 

@@ -14,10 +14,12 @@ import json
 import math
 from collections.abc import Sequence
 
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, money_range, total, unpriced_note
+from tpuplane.infra.review.cost import PriceTable, fleet_cost, money_range, total, totals_text, unpriced_note
 from tpuplane.infra.review.markup import html_text as _e
 from tpuplane.infra.review.plan import Plan, PlannedResource
-from tpuplane.infra.review.summary import FleetSummary, key_properties, key_text, short_type, summarize, urn_name
+from tpuplane.infra.review.summary import (
+    FleetSummary, key_properties, key_text, range_text, short_type, summarize, urn_name,
+)
 
 CAPACITY_COLOURS = {"reservation": "#2e7d32", "on-demand": "#1565c0", "flex-start": "#8e24aa",
                     "queued": "#6a1b9a", "spot": "#ef6c00"}
@@ -91,7 +93,7 @@ def fleet_svg(summary: FleetSummary) -> str:
         parts = [f'<g class="pool-group" data-group="{_e(g.name)}" data-chips="{g.chips}" '
                  f'data-capacity="{_e(g.capacity)}" data-slices="{_e(g.slices_text)}">',
                  f'<text x="0" y="{y + 16:.1f}" font-weight="600">{_e(g.name)}</text>',
-                 f'<text x="0" y="{y + 32:.1f}">{_e(g.slices_text)} x {_e(g.tpu_type)} · {g.chips} chips</text>',
+                 f'<text x="0" y="{y + 32:.1f}">{_e(g.slices_text)} x {_e(g.tpu_type)} · {g.chips_text} chips</text>',
                  f'<text x="0" y="{y + 46:.1f}" fill="{colour}">{_e(g.capacity)}'
                  f'{" " + _e(g.reservation) if g.reservation else ""}</text>']
         for i in range(g.slices):
@@ -149,8 +151,8 @@ def _costs(summary: FleetSummary, prices: PriceTable) -> str:
     lines = fleet_cost(summary, prices)
     rows = "".join(
         f'<tr><td>{_e(c.generation)}</td><td><i style="color:{CAPACITY_COLOURS.get(c.capacity, "#57606a")}">'
-        f'&#9632;</i> {_e(c.capacity)}</td><td class="num">{f"{c.min_chips}-{c.chips}" if c.scales else c.chips}'
-        f'</td><td class="num">{c.chip_hours:,.0f}</td>'
+        f'&#9632;</i> {_e(c.capacity)}</td><td class="num">{c.chips_text}'
+        f'</td><td class="num">{c.chip_hours_text}</td>'
         f'<td class="num">{_e(money_range(c.monthly_min, c.monthly, prices.currency))}</td></tr>' for c in lines)
     return ('<table id="costs"><thead><tr><th>Generation</th><th>Capacity</th><th class="num">Chips</th>'
             '<th class="num">Chip-hours / month</th><th class="num">Est. monthly</th></tr></thead>'
@@ -203,9 +205,9 @@ def _resources(resources: Sequence[PlannedResource]) -> str:
 def render_html(plan: Plan, prices: PriceTable) -> str:
     """A redacted plan as one page."""
     summary, items = summarize(plan), plan.resources
-    chips = sum(summary.chips_by_generation().values())
     costs = fleet_cost(summary, prices)
-    cards = [("TPU chips", str(chips)), ("slices", str(sum(g.slices for g in summary.pool_groups))),
+    slices = range_text(sum(g.fewest_slices for g in summary.pool_groups), sum(g.slices for g in summary.pool_groups))
+    cards = [("TPU chips", totals_text(costs)[0]), ("slices", slices),
              ("est. per month", money_range(total(costs, minimum=True), total(costs), prices.currency)),
              ("resources", str(len(items)))]
     pathways = "".join(

@@ -18,7 +18,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from tpuplane.infra.review.cost import CostLine, PriceTable, fleet_cost, group_cost, money_range, total, unpriced_note
+from tpuplane.infra.review.cost import (
+    PriceTable, fleet_cost, group_cost, money_range, total, totals_text, unpriced_note,
+)
 from tpuplane.infra.review.fold import GITHUB_COMMENT_MAX, Folding
 from tpuplane.infra.review.html_report import render_html
 from tpuplane.infra.review.markup import html_text, md_code, md_fence, md_text, visible
@@ -71,15 +73,15 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
         for g in summary.pool_groups:
             pools.add_row(_text(g.name, "bold"), _text(g.tpu_type), _text(g.machine_type),
                           _text(g.capacity, CAPACITY_STYLE.get(g.capacity, "")), _text(g.reservation or "-"),
-                          g.slices_text, str(g.vms), str(g.chips), _text(group_cost(g, prices)))
+                          g.slices_text, g.vms_text, g.chips_text, _text(group_cost(g, prices)))
         costs = fleet_cost(summary, prices)
         chips = _table("Chips per generation", "generation", "capacity", "chips", "chip-hours/month",
                        "est. $/month", right=3)
         for c in costs:
-            chips.add_row(_text(c.generation), _text(c.capacity, CAPACITY_STYLE.get(c.capacity, "")), chips_text(c),
-                          f"{c.chip_hours:,.0f}", _text(money_range(c.monthly_min, c.monthly, prices.currency)))
-        chips.add_row(Text("total", "bold"), "", Text(str(sum(c.chips for c in costs)), "bold"),
-                      f"{sum(c.chip_hours for c in costs):,.0f}",
+            chips.add_row(_text(c.generation), _text(c.capacity, CAPACITY_STYLE.get(c.capacity, "")), c.chips_text,
+                          c.chip_hours_text, _text(money_range(c.monthly_min, c.monthly, prices.currency)))
+        all_chips, all_chip_hours = totals_text(costs)
+        chips.add_row(Text("total", "bold"), "", Text(all_chips, "bold"), all_chip_hours,
                       _text(money_range(total(costs, minimum=True), total(costs), prices.currency), "bold"))
         unpriced = unpriced_note(costs)
         note = prices.note + SCALING_NOTE if any(c.scales for c in costs) else prices.note
@@ -127,10 +129,6 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
 
 
 SCALING_NOTE = " Ranges: groups that scale, from their minimum to their maximum."
-
-
-def chips_text(line: CostLine) -> str:
-    return f"{line.min_chips}-{line.chips}" if line.scales else str(line.chips)
 
 
 def nap_text(summary: FleetSummary) -> str:

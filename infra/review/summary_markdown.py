@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 
 from tpuplane.infra.review.fold import Folding
-from tpuplane.infra.review.cost import PriceTable, fleet_cost, group_cost, money_range, total, unpriced_note
+from tpuplane.infra.review.cost import (
+    PriceTable, fleet_cost, group_cost, money_range, total, totals_text, unpriced_note,
+)
 from tpuplane.infra.review.markup import md_code, md_fence, md_text, mermaid_text
 from tpuplane.infra.review.summary import FleetSummary, Quota
 
@@ -28,7 +30,7 @@ def quota_text(quotas: tuple[Quota, ...], flavor: str) -> str:
 
 def _pool_rows(summary: FleetSummary, prices: PriceTable) -> list[tuple[str, ...]]:
     return [(md_code(g.name, cell=True), md_text(g.tpu_type), md_text(g.machine_type), md_text(g.capacity),
-             md_text(g.reservation or "-"), g.slices_text, str(g.vms), str(g.chips), md_text(group_cost(g, prices)))
+             md_text(g.reservation or "-"), g.slices_text, g.vms_text, g.chips_text, md_text(group_cost(g, prices)))
             for g in summary.pool_groups]
 
 
@@ -40,11 +42,10 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
                         "Chips", "Est. monthly"), _pool_rows(summary, prices), right=4)
         costs = fleet_cost(summary, prices)
         lines += ["", *table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly"),
-                             [(md_text(c.generation), md_text(c.capacity),
-                               f"{c.min_chips}-{c.chips}" if c.scales else str(c.chips), f"{c.chip_hours:,.0f}",
+                             [(md_text(c.generation), md_text(c.capacity), c.chips_text, c.chip_hours_text,
                                md_text(money_range(c.monthly_min, c.monthly, prices.currency))) for c in costs],
                              right=3),
-                  "", f"**{sum(summary.chips_by_generation().values())} TPU chips, est. "
+                  "", f"**{totals_text(costs)[0]} TPU chips, est. "
                       f"{md_text(money_range(total(costs, minimum=True), total(costs), prices.currency))}/month"
                       f"{md_text(f' ({unpriced_note(costs)})' if unpriced_note(costs) else '')}.** "
                       f"_{md_text(prices.note)}_"]
@@ -127,7 +128,7 @@ def mermaid(summary: FleetSummary) -> list[str]:
     lines.append(f'  {root}["cluster {label(summary.cluster or summary.stack)}"]')
     for g in summary.pool_groups:
         lines.append(f'  {node("pool", g.name)}["{label(g.name)}<br/>{g.slices_text} x {label(g.tpu_type)}<br/>'
-                     f'{g.chips} chips, {label(g.capacity)}"]')
+                     f'{g.chips_text} chips, {label(g.capacity)}"]')
         lines.append(f'  {root} --> {node("pool", g.name)}')
     for c in summary.cpu_pools:
         lines.append(f'  {node("pool", c.name)}["{label(c.name)}<br/>{label(c.machine_type)}, {label(c.nodes)} '
