@@ -247,6 +247,8 @@ CASES.update({
                                        ["plan", "--prices", "{f}/prices.yaml", "-f", "markdown"]),
     "plan prices unknown mode": ({"prices.yaml": "chip_hour: {v6e: {reserved: 1.0}}\n"},
                                  ["plan", "--prices", "{f}/prices.yaml", "-f", "html"]),
+    "plan prices huge rate": ({"prices.yaml": "chip_hour: {v6e: {spot: 1e308}}\n"},
+                              ["plan", "--prices", "{f}/prices.yaml"]),
     "diff prices not a number": ({"a.json": plan_file(), "b.json": plan_file(),
                                   "prices.yaml": "chip_hour: {v6e: {spot: cheap}}\n"},
                                  ["diff", "{f}/a.json", "{f}/b.json", "--prices", "{f}/prices.yaml"]),

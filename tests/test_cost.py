@@ -65,6 +65,7 @@ def test_an_override_with_a_bad_rate_names_the_field(prices_file):
     ("chip_hour: {v7: {spot: 1.0}}\n", "chip_hour.v7", "a TPU generation"),
     ("chip_hour: {v6e: {reserved: 1.0}}\n", "chip_hour.v6e.reserved", "a capacity mode"),
     ("chip_hour: {v6e: {spot: -1}}\n", "chip_hour.v6e.spot", "greater than or equal to 0"),
+    ("chip_hour: {v6e: {spot: 1e308}}\n", "chip_hour.v6e.spot", "less than or equal to 1000000"),
     ("chip_hour: {v6e: {spot: true}}\n", "chip_hour.v6e.spot", ""),
     ("chip_hour: [1]\n", "chip_hour", ""),
     ("hours_per_month: 0\n", "hours_per_month", "greater than 0"),

@@ -38,6 +38,9 @@ def _number(value: object) -> object:
 
 
 Number = Annotated[float, BeforeValidator(_number)]
+# The dearest sane list price of a chip-hour, with room to spare (today's are a few dollars): a larger rate is a
+# typo or an attack, whose total would print as `$inf/month` (1e308 x chips x hours overflows).
+MAX_CHIP_HOUR = 1e6
 
 
 class PriceFile(BaseModel):
@@ -50,7 +53,7 @@ class PriceFile(BaseModel):
     source: StrictStr | None = None
     currency: StrictStr | None = Field(None, pattern=r"^[A-Z]{3}$")
     hours_per_month: Annotated[Number, Field(gt=0, le=744)] | None = None
-    chip_hour: dict[StrictStr, dict[StrictStr, Annotated[Number, Field(ge=0)]]] = {}
+    chip_hour: dict[StrictStr, dict[StrictStr, Annotated[Number, Field(ge=0, le=MAX_CHIP_HOUR)]]] = {}
 
 
 _PRICE_HINT = f"see {DEFAULT_PRICES.name} in tpuplane.infra.review: chip_hour: {{v6e: {{spot: 0.81}}}}"
