@@ -156,7 +156,8 @@ def render_command(
                             jax_version=jax_version)
         cfg = _stack_config(stack, config, project_dir)
         spec = on_stack_service(spec, cfg)
-        jobset = render_tpu_jobset(spec, cfg.batch if cfg else None, storage=cfg.storage if cfg else None)
+        jobset = render_tpu_jobset(spec, cfg.batch if cfg else None, storage=cfg.storage if cfg else None,
+                                   mounts_at="--mount")
         _check_schedule([jobset], cfg)
         _print_yaml([jobset])
         if pathways and headless:  # where its clients connect, as xpk says after create-pathways

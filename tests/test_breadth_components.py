@@ -134,7 +134,7 @@ def test_a_workload_mounts_its_teams_storage_and_runs_as_its_service_account():
 def test_a_workload_mounting_another_teams_storage_registers_nothing(registrations):
     from tpuplane.infra.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"TpuWorkloadArgs\.workload\.mounts: got 'ckpt:/ckpt'"):
+    with pytest.raises(ConfigError, match=r"TpuWorkloadArgs\.workload\.mounts\[0\]: got 'ckpt:/ckpt'"):
         jobset_of({"name": "t", "namespace": "eval-team", "queue": "evals", "jobs": [JOB], "mounts": ["ckpt:/ckpt"]})
     assert registrations == []
 

@@ -238,11 +238,11 @@ def workload_problems(document: dict[str, Any], *, on_stack: bool = True) -> lis
 
 
 BAD_WORKLOADS = [
-    ({"mounts": ["shared:/shared"]}, "mounts", "shared is for research"),
-    ({"mounts": ["nope:/x"]}, "mounts", "a storage of the stack: datasets, disk, lustre, scratch, shared"),
+    ({"mounts": ["shared:/shared"]}, "mounts[0]", "shared is for research"),
+    ({"mounts": ["nope:/x"]}, "mounts[0]", "a storage of the stack: datasets, disk, lustre, scratch, shared"),
     ({"mounts": ["datasets"]}, "mounts[0]", "NAME:/path"),
-    ({"mounts": ["datasets:/data"]}, "mounts", "datasets:/data:ro"),
-    ({"mounts": ["datasets:/dev/data:ro"]}, "mounts", "a path outside /dev"),
+    ({"mounts": ["datasets:/data"]}, "mounts[0]", "datasets:/data:ro"),
+    ({"mounts": ["datasets:/dev/data:ro"]}, "mounts[0]", "a path outside /dev"),
     ({"mounts": ["datasets:/a:ro", "disk:/a:ro"]}, "mounts[1]", "a path no other mount of the workload uses"),
     ({"pathways": {}}, "pathways.gcsScratch", "gs://<bucket>[/<folder>]"),
     ({"pathways": {"gcsScratch": "gs://Bad"}}, "pathways.gcsScratch", "lowercase"),

@@ -177,8 +177,16 @@ def test_two_mounts_of_one_path_or_one_storage_are_refused():
 
     problems = mount_problems(mounts, storages, namespace="team-a", pods=1)
 
-    assert [(p.path, p.allowed) for p in problems] == [("--mount[1]", "a path no other mount of the workload uses"),
-                                                      ("--mount[2]", "each storage mounted once")]
+    assert [(p.path, p.given, p.allowed) for p in problems] == [
+        ("--mount", "fs:/x", "a path no other mount of the workload uses"),
+        ("--mount", "data:/y:ro", "each storage mounted once")]
+
+
+def test_mounts_of_a_list_field_are_indexed_every_one():
+    mounts = [Mount.parse("nope:/x"), Mount.parse("data:/y:ro")]
+
+    assert [p.path for p in mount_problems(mounts, [storage()], namespace="team-c", pods=1, path="mounts")] == [
+        "mounts[0]", "mounts[1]"]
 
 
 def test_pod_mounts_give_each_claim_a_volume_and_the_drivers_their_annotations():

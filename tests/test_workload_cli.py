@@ -132,7 +132,7 @@ def test_workload_render_refuses_a_mount_the_namespace_may_not_use():
                                        "--mount", "checkpoints:/ckpt", *PATHWAYS_STACK])
 
     assert result.exit_code == 2
-    assert "mounts: got 'checkpoints:/ckpt'; allowed: a storage namespace evals may use; checkpoints is for " \
+    assert "--mount: got 'checkpoints:/ckpt'; allowed: a storage namespace evals may use; checkpoints is for " \
            "research" in result.output
 
 
@@ -167,6 +167,17 @@ def test_workload_render_refuses_pathways_options_and_mounts_out_of_place(args, 
     result = CliRunner().invoke(root, [*BASE, *args])
 
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.parametrize(("mounts", "message"), [
+    (["datasets"], "--mount: got 'datasets'; allowed: NAME:/path or NAME:/path:ro"),
+    (["datasets:/data:ro", "nope:/x"], "--mount: got 'nope:/x'; allowed: a storage of the stack"),
+    (["datasets:/data"], "--mount: got 'datasets:/data'; allowed: datasets:/data:ro"),
+])
+def test_workload_render_names_the_mount_option_and_the_value_given(mounts, message):
+    result = invoke(*BASE, *RESEARCH, *(arg for mount in mounts for arg in ("--mount", mount)), *PATHWAYS_STACK)
+
+    assert result.exit_code == 2 and message in result.output and "mounts" not in result.output, result.output
 
 
 def test_workload_render_without_a_program_names_the_option():

@@ -69,7 +69,7 @@ from tpuplane.infra.pathways.proxy import parse_gcs_location
 from tpuplane.infra.pathways.service import HEAD_JOB, PATHWAYS_GENERATIONS
 from tpuplane.infra.storage.args import TeamStorageSpec
 from tpuplane.infra.storage.identity import WORKLOAD_SERVICE_ACCOUNT
-from tpuplane.infra.storage.volumes import Mount, PodMounts, mount_problems, pod_mounts
+from tpuplane.infra.storage.volumes import Mount, PodMounts, mount_path, mount_problems, pod_mounts
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -79,6 +79,7 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 CONTAINER = "jax-tpu"  # xpk's container name: log queries written for xpk keep working
 DEFAULT_JOB = "slice"
+MOUNTS = "mounts"  # the field of the workload (and experiment file) that lists its mounts
 # JAX's own Cloud TPU coordinator port (`jax._src.clusters.cloud_tpu_cluster.coordinator_port`): a program that
 # calls `jax.distributed.initialize()` with no arguments reads JAX_COORDINATOR_ADDRESS, which carries it.
 JAX_COORDINATOR_PORT = 8482
@@ -338,12 +339,12 @@ def _team_queue(spec: TpuWorkloadSpec, platform: BatchPlatform) -> str | None:
     return next((t.name for t in platform.teams if (t.team_namespace, t.name) == wanted), None)
 
 
-def parsed_mounts(spec: TpuWorkloadSpec) -> tuple[list[Mount], list[Problem]]:
-    """The workload's `mounts`, each `NAME:/path[:ro]`; the malformed ones as problems."""
+def parsed_mounts(spec: TpuWorkloadSpec, mounts_at: str = MOUNTS) -> tuple[list[Mount], list[Problem]]:
+    """The workload's `mounts`, each `NAME:/path[:ro]`; the malformed ones as problems at `mounts_at`."""
     mounts, problems = [], []
     for i, text in enumerate(spec.mounts):
         try:
-            mounts.append(Mount.parse(text, path=f"mounts[{i}]"))
+            mounts.append(Mount.parse(text, path=mount_path(mounts_at, i)))
         except ConfigError as exc:
             problems += exc.problems
     return mounts, problems
@@ -360,24 +361,25 @@ def workload_pods(spec: TpuWorkloadSpec) -> int:
     return total
 
 
-def _mount_problems(spec: TpuWorkloadSpec, storage: TeamStorageSpec | None) -> list[Problem]:
+def _mount_problems(spec: TpuWorkloadSpec, storage: TeamStorageSpec | None, mounts_at: str) -> list[Problem]:
     if not spec.mounts:
         return []
     if storage is None:
-        return [Problem("mounts", list(spec.mounts), "mounts of a stack's storage, checked against it",
+        return [Problem(mounts_at, list(spec.mounts), "mounts of a stack's storage, checked against it",
                         "render against the stack (--stack or --config), whose tpuplane:storage declares them")]
-    mounts, problems = parsed_mounts(spec)
+    mounts, problems = parsed_mounts(spec, mounts_at)
     if problems:
         return problems
     return mount_problems(mounts, storage.storages, namespace=spec.namespace or DEFAULT_NAMESPACE,
-                          pods=workload_pods(spec), path="mounts")
+                          pods=workload_pods(spec), path=mounts_at)
 
 
 def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None,
-                      storage: TeamStorageSpec | None = None) -> list[Problem]:
+                      storage: TeamStorageSpec | None = None, *, mounts_at: str = MOUNTS) -> list[Problem]:
     """Every rule a workload must pass; with `platform`, also against the stack's pools and queues, and with
-    `storage` its mounts against the stack's storage."""
-    problems = label_problems("labels", spec.labels) + _mount_problems(spec, storage)
+    `storage` its mounts against the stack's storage. `mounts_at` names where the mounts were given (the
+    command line's `--mount`)."""
+    problems = label_problems("labels", spec.labels) + _mount_problems(spec, storage, mounts_at)
     limit = max_name_length(spec)
     if not DNS_LABEL.fullmatch(spec.name):
         problems.append(Problem("name", spec.name, "lowercase letters, digits and '-', starting with a letter"))
@@ -405,10 +407,10 @@ def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
 
 
 def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None,
-                     storage: TeamStorageSpec | None = None) -> TpuWorkloadSpec:
+                     storage: TeamStorageSpec | None = None, *, mounts_at: str = MOUNTS) -> TpuWorkloadSpec:
     """Check the workload, then fill queue, namespace and priority from the stack's queues, and the service account
     from the stack's teams (each runs its jobs as `tpuplane-workload`). Raises ConfigError."""
-    problems = workload_problems(spec, platform, storage)
+    problems = workload_problems(spec, platform, storage, mounts_at=mounts_at)
     if problems:
         raise ConfigError(problems)
     namespace = spec.namespace or DEFAULT_NAMESPACE
@@ -587,13 +589,13 @@ def workload_pod_mounts(workload: TpuWorkloadSpec, storage: TeamStorageSpec | No
 
 def render_tpu_jobset(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None, *,
                       storage: TeamStorageSpec | None = None,
-                      system_labels: dict[str, str] | None = None) -> dict[str, Any]:
+                      system_labels: dict[str, str] | None = None, mounts_at: str = MOUNTS) -> dict[str, Any]:
     """The JobSet for `kubectl apply --server-side -f -` or a Pulumi CustomResource. Raises ConfigError.
 
-    `storage` is the stack's (`TeamStorageArgs`): mounts are checked against it and the pods run as their team's
-    service account. `system_labels` are tpuplane's own (an experiment's and trial's), added after the user's labels
-    are checked."""
-    workload = resolve_workload(spec, platform, storage)
+    `storage` is the stack's (`TeamStorageArgs`): mounts are checked against it (errors name `mounts_at`) and the
+    pods run as their team's service account. `system_labels` are tpuplane's own (an experiment's and trial's),
+    added after the user's labels are checked."""
+    workload = resolve_workload(spec, platform, storage, mounts_at=mounts_at)
     mounts = workload_pod_mounts(workload, storage)
     if workload.pathways is not None:
         return render_pathways_workload(workload, platform, mounts=mounts, system_labels=system_labels or {})

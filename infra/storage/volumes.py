@@ -520,6 +520,12 @@ class Mount:
         return f"{self.storage}:{self.path}{':ro' if self.read_only else ''}"
 
 
+def mount_path(path: str, index: int) -> str:
+    """Where mount `index` was given: `mounts[1]` of a file's or Args' list, `--mount` on the command line (a
+    repeated option has no index: the error quotes the value given)."""
+    return path if path.startswith("--") else f"{path}[{index}]"
+
+
 def mount_problems(mounts: list[Mount], storages: list[Storage], *, namespace: str, pods: int,
                    path: str = "--mount") -> list[Problem]:
     """Every rule the mounts of one workload break: the storage exists and `namespace` may use it, paths are
@@ -528,7 +534,7 @@ def mount_problems(mounts: list[Mount], storages: list[Storage], *, namespace: s
     by_name = {s.name: s for s in storages}
     problems, seen_paths = [], []
     for i, mount in enumerate(mounts):
-        where = f"{path}[{i}]" if len(mounts) > 1 else path
+        where = mount_path(path, i)
         storage = by_name.get(mount.storage)
         if storage is None:
             listed = ", ".join(sorted(by_name)) or "none: the stack has no storage entries"
@@ -555,7 +561,7 @@ def mount_problems(mounts: list[Mount], storages: list[Storage], *, namespace: s
                                     f"this workload has {pods} pods on as many nodes, and a read-write Persistent Disk "
                                     "attaches to one node; make the storage readOnly, or use a bucket or file system"))
     names = [m.storage for m in mounts]
-    problems += [Problem(f"{path}[{i}]" if len(mounts) > 1 else path, str(m), "each storage mounted once")
+    problems += [Problem(mount_path(path, i), str(m), "each storage mounted once")
                  for i, m in enumerate(mounts) if m.storage in names[:i]]
     return problems
 
