@@ -114,7 +114,9 @@ def render_command(
     machine_type: Optional[str] = typer.Option(None, "--machine-type", help="Host machine for 2x4 shapes."),
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE, repeatable."),
     mount: list[str] = typer.Option([], "--mount", help="NAME:/path[:ro]: a storage of the stack (tpuplane:storage) "
-                                    "mounted in every TPU container; repeatable. Needs --stack or --config."),
+                                    "mounted in every TPU container (with --pathways: in every Pathways worker and "
+                                    "in the program's container beside the head); repeatable. Needs --stack or "
+                                    "--config."),
     max_restarts: int = typer.Option(0, "--max-restarts", help="JobSet restarts on retryable exit codes."),
     restart_on_exit_codes: list[int] = typer.Option([], "--restart-on-exit-code", help="Also retry on this code."),
     ttl: int = typer.Option(DEFAULT_TTL, "--ttl-seconds-after-finished", help="Keep the finished JobSet this long."),

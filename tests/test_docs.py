@@ -35,3 +35,14 @@ def test_readme_stays_short():
 def test_relative_links_lead_to_a_file(page):
     missing = [target for target, _ in LINK.findall(page.read_text()) if not (page.parent / target).exists()]
     assert missing == []
+
+
+def test_the_storage_guide_never_calls_a_required_key_optional():
+    """The example's comments are what a newcomer copies: a key the model requires is never 'optional'."""
+    from tpuplane.infra.storage.volumes import StorageEntry
+
+    required = {field.alias or name for name, field in StorageEntry.model_fields.items() if field.is_required()}
+    commented = [re.match(r"\s*-?\s*(\w+):.*#(.*)", line) for line in
+                 (REPO / "docs" / "guides" / "storage.md").read_text().splitlines()]
+    for key, comment in (m.groups() for m in commented if m and m[1] in required):
+        assert not re.search(rf"optional|without {key}\b", comment), (key, comment)

@@ -9,6 +9,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from tpuplane.cli.main import app as tpuplane_app
 from tpuplane.cli.workload import app, experiment_app
 from tpuplane.infra.batch.experiments import trial_id
 from tpuplane.infra.k8s_validation import manifest_errors
@@ -125,6 +126,20 @@ def test_workload_render_mounts_the_stacks_storage_by_name():
     assert pod["containers"][0]["volumeMounts"][1:] == [{"mountPath": "/data", "name": "datasets", "readOnly": True},
                                                         {"mountPath": "/ckpt", "name": "checkpoints"}]
     assert pod["serviceAccountName"] == "tpuplane-workload"
+
+
+def test_workload_render_mount_help_says_where_a_pathways_workload_mounts_the_storage():
+    """With --pathways the program runs in the head's pod, on a CPU node: it gets the storage as the workers do."""
+    result = invoke(*BASE, *RESEARCH, "--pathways", "--mount", "checkpoints:/ckpt", *PATHWAYS_STACK)
+
+    assert result.exit_code == 0, result.output
+    [jobset] = list(yaml.safe_load_all(result.stdout))
+    pods = {r["name"]: r["template"]["spec"]["template"]["spec"] for r in jobset["spec"]["replicatedJobs"]}
+    mounted = {(job, c["name"]) for job, pod in pods.items() for c in pod["containers"]
+               if {"mountPath": "/ckpt", "name": "checkpoints"} in c.get("volumeMounts", [])}
+    assert mounted == {("pathways-head", "jax-tpu"), ("worker", "pathways-worker")}
+    help_text = " ".join(CliRunner().invoke(tpuplane_app, ["workload", "render", "--help"]).stdout.split())
+    assert "(with --pathways: in every Pathways worker and in the program's container beside the head)" in help_text
 
 
 def test_workload_render_refuses_a_mount_the_namespace_may_not_use():
