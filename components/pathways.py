@@ -66,6 +66,9 @@ class SharedPathwaysServiceArgs(TypedDict):
     `gcs_bucket` whose access is managed elsewhere: the service creates no GCP resource at all."""
     client_namespaces: NotRequired[list[str]]
     """Where clients create their proxies (the teams' namespaces); default `default`."""
+    project_number: NotRequired[str]
+    """The project's number, quoted: the scratch bucket's grants then name the pods' service accounts in GKE's
+    principal:// form, as `TeamStorageArgs.project_number` does the teams'; default: the project-id form."""
     sidecar_image: NotRequired[pulumi.Input[str]]
     """A colocated-Python sidecar image for every worker (`SidecarImage(...).image_ref`)."""
     cpu_pool_name: NotRequired[str]
@@ -109,7 +112,7 @@ class SharedPathwaysService(pulumi.ComponentResource):
             checked_when_known(getattr(pw, field), ServiceSpec, field, Source.args(SERVICE_ARGS, ServiceSpec))
             for field in ("node_service_account", "sidecar_image"))
         members = [pulumi.Output.concat("serviceAccount:", node_service_account),
-                   *plan.workload_identity_members(pw.project)] if pw.grant_bucket_access else []
+                   *plan.workload_identity_members(pw.project, pw.project_number)] if pw.grant_bucket_access else []
         grants = [
             gcp.storage.BucketIAMMember(f"{name}-scratch-{i}", bucket=bucket_name, role=BUCKET_ROLE, member=member,
                                         opts=child)

@@ -178,7 +178,8 @@ def load_stack_config(raw: Mapping[str, Any], *, project_dir: Path | None = None
     reading._add(_autoprovisioning_problems(stack))  # at the key the cluster's own rules may have named already
     if pathways is not None:
         pathways = pathways.model_copy(update={"client_namespaces": batch.team_namespaces, "sidecar_image":
-                                               pathways.sidecar.image if pathways.sidecar else None})
+                                               pathways.sidecar.image if pathways.sidecar else None,
+                                               "project_number": storage.project_number})
         janitors = _read_janitors(reading, pathways, batch)
         sidecar = _read_sidecar(reading, pathways, stack, project_dir) if not reading.problems else None
         stack = dataclasses.replace(stack, pathways=pathways, janitors=janitors, sidecar=sidecar)

@@ -96,6 +96,15 @@ def test_service_without_teams_admits_and_grants_proxies_in_default(config):
     assert "serviceAccount:acme-ml.svc.id.goog[default/default]" in members
 
 
+def test_service_grants_name_the_pods_accounts_in_the_principal_form_given_the_project_number(config):
+    """Like the teams' grants (`workload_member`): the service's and the proxies' pods run as `default`."""
+    plan = plan_service({**config, "project_number": "123456789012"})
+    members = sorted(g.inputs["member"] for g in plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"))
+    pool = "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/acme-ml.svc.id.goog"
+    assert members == [f"{pool}/subject/ns/pw/sa/default", f"{pool}/subject/ns/research/sa/default",
+                       f"serviceAccount:{NODE_SA}"]
+
+
 def test_service_grants_no_project_roles_the_cluster_already_grants(plan):
     assert not plan.of_type("gcp:projects/iAMMember:IAMMember")
     assert "roles/artifactregistry.reader" in NODE_SERVICE_ACCOUNT_ROLES  # image pulls rely on the cluster's grant
@@ -181,6 +190,7 @@ def test_service_attaches_a_ready_sidecar_image(config):
      "SharedPathwaysServiceArgs.pool.dedicated_slices"),
     ({"pool": ["big"]}, "SharedPathwaysServiceArgs.pool"),
     ({"project": ""}, "SharedPathwaysServiceArgs.project"),
+    ({"project_number": "acme-ml"}, "SharedPathwaysServiceArgs.project_number"),
 ])
 def test_service_bad_args_name_the_field_and_register_nothing(config, changes, path, registrations):
     with pytest.raises(ConfigError) as raised:

@@ -105,6 +105,16 @@ def test_service_plan_admits_the_namespaces_of_kueue_teams(raw):
     ]
 
 
+def test_the_stacks_project_number_reaches_the_service_grants(raw):
+    """`tpuplane:storage.projectNumber` names every Workload Identity member of the stack in the principal:// form."""
+    cfg = load_stack_config({**raw, "tpuplane:storage": {"projectNumber": "123456789012"}})
+
+    assert cfg.pathways.project_number == "123456789012"
+    assert service_plan_of(cfg).workload_identity_members("acme-ml", cfg.pathways.project_number)[0] == (
+        "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/"
+        "acme-ml.svc.id.goog/subject/ns/prod-ml/sa/default")
+
+
 def test_service_plan_grants_the_default_namespace_without_teams(raw):
     """Without Kueue teams, clients create their proxies in `default`: those pods need the bucket too."""
     del raw["tpuplane:kueue"]

@@ -35,7 +35,7 @@ from tpuplane.infra.fleet.capacity import capacity_mode
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.fleet.cluster import CPU_POOL_NAME, DEFAULT_CPU_MACHINE_TYPE
 from tpuplane.infra.fleet.pools import KueuePool
-from tpuplane.infra.model import ConfigModel, FromStack
+from tpuplane.infra.model import ConfigModel, FromStack, Hint
 from tpuplane.infra.naming import (
     DNS_LABEL,
     K8S_LABEL_VALUE_MAX,
@@ -63,11 +63,13 @@ from tpuplane.infra.pathways.service import (
 )
 from tpuplane.infra.fleet.machines import gke_allocatable, machine_shape
 from tpuplane.infra.pathways.sidecar_image import base_image_for
+from tpuplane.infra.storage.identity import project_number_problems, workload_member
 
 SERVICE_ARGS = "SharedPathwaysServiceArgs"
 _MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]*-[a-z0-9-]+")
 DEFAULT_SIDECAR_REQUIREMENTS = "sidecar/requirements.txt"
 DEFAULT_SIDECAR_CONSTRAINTS = "sidecar/constraints.example.txt"
+POD_SERVICE_ACCOUNT = "default"  # what the service's pods and the clients' proxies run as: they name none
 
 
 class SidecarConfig(ConfigModel):
@@ -125,6 +127,11 @@ class ServiceSpec(ConfigModel):
     gcs_bucket: str | None = None
     grant_bucket_access: Annotated[bool, FromStack("")] = True
     client_namespaces: Annotated[text_list("a namespace name", K8S_NAME), FromStack("tpuplane:kueue.teams")] = []
+    project_number: Annotated[str | None, Hint('the project\'s number, quoted: "123456789012"'),
+                              FromStack("tpuplane:storage.projectNumber")] = Field(
+        None, description="The project's number: the scratch bucket's grants then name the pods' service accounts in "
+                          "GKE's principal:// form, as the teams' grants do; default: the form that needs only the "
+                          "project id.")
     sidecar_image: Annotated[text("an image reference", IMAGE_REFERENCE, output_ok=True),
                              FromStack("tpuplane:pathways.sidecar")] = None
     cpu_pool_name: Annotated[text("a GKE node pool name", DNS_LABEL),
@@ -190,7 +197,7 @@ def service_problems(pw: ServiceSpec, source: Source) -> list[Problem]:
         problems += _pool_problems(pw, source)
     problems += _image_problems(pw, source) + _bucket_problems(pw, source)
     problems += cpu_pool_problems(pw.cpu_machine_type, source)
-    return problems
+    return problems + project_number_problems(source.path("project_number"), pw.project_number)
 
 
 def _bucket_problems(pw: ServiceSpec, source: Source) -> list[Problem]:
@@ -397,10 +404,12 @@ class PathwaysPlan:
     def instance_type(self) -> str:
         return self.spec.pathways_instance_type
 
-    def workload_identity_members(self, project: str) -> list[str]:
-        """Pods get Google credentials through Workload Identity as their namespace's `default` service account:
-        the service's own pods and the clients' proxies all use the scratch bucket."""
-        return [f"serviceAccount:{project}.svc.id.goog[{ns}/default]"
+    def workload_identity_members(self, project: str, project_number: str | None = None) -> list[str]:
+        """Pods get Google credentials through Workload Identity as the Kubernetes service account they run as:
+        the service's own pods and the clients' proxies, which all use the scratch bucket, set none (neither does
+        Pathways' own service JobSet or proxy Job), so they run as their namespace's `default`."""
+        return [workload_member(project=project, namespace=ns, service_account=POD_SERVICE_ACCOUNT,
+                                project_number=project_number)
                 for ns in sorted({self.namespace, *self.proxy_namespaces})]
 
 
