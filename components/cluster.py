@@ -12,8 +12,10 @@ from tpuplane.infra.fleet.autoscaling import AutoprovisioningPlan
 from tpuplane.infra.fleet.cluster import (
     CLUSTER_ARGS,
     CPU_POOL_NAME,
+    CSI_DRIVER_ADDONS,
     NODE_OAUTH_SCOPES,
     NODE_SERVICE_ACCOUNT_ROLES,
+    ClusterPlan,
     ClusterSpec,
     plan_cluster,
     read_cluster,
@@ -107,6 +109,9 @@ class TpuClusterArgs(TypedDict):
     csi_drivers: NotRequired[list[str]]
     """The CSI drivers to turn on besides Cloud Storage FUSE (always on), by storage kind: filestore,
     parallelstore, lustre, disk; default none. Turning on Lustre's has GKE recreate nodes that cannot mount it."""
+    lustre_legacy_port: NotRequired[bool]
+    """With lustre in `csi_drivers`: its driver runs LNet on port 6988 (GKE's `enable_legacy_lustre_port`), for
+    instances created with gke-support-enabled or nodes older than GKE 1.33.2-gke.4655000; default false."""
     autoprovisioning: NotRequired[AutoprovisioningArgs]
     """Node auto-provisioning and its limits; default off."""
     managed_prometheus: NotRequired[bool]
@@ -123,8 +128,12 @@ _ADDON_ARGS = {
 }
 
 
-def _addons(blocks: tuple[str, ...]) -> gcp.container.ClusterAddonsConfigArgs:
-    return gcp.container.ClusterAddonsConfigArgs(**{block: _ADDON_ARGS[block](enabled=True) for block in blocks})
+def _addons(plan: ClusterPlan) -> gcp.container.ClusterAddonsConfigArgs:
+    blocks = {block: _ADDON_ARGS[block](enabled=True) for block in plan.addons}
+    if plan.lustre_legacy_port:
+        lustre = CSI_DRIVER_ADDONS["lustre"]
+        blocks[lustre] = _ADDON_ARGS[lustre](enabled=True, enable_legacy_lustre_port=True)
+    return gcp.container.ClusterAddonsConfigArgs(**blocks)
 
 
 def _autoprovisioning(plan: AutoprovisioningPlan | None, service_account: pulumi.Input[str]
@@ -199,7 +208,7 @@ class TpuCluster(pulumi.ComponentResource):
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=plan.multi_networking or None,  # Dataplane V2 above is its prerequisite
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(workload_pool=plan.workload_pool),
-            addons_config=_addons(plan.addons),
+            addons_config=_addons(plan),
             cluster_autoscaling=_autoprovisioning(plan.autoprovisioning, self.node_service_account.email),
             monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
                 managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True))

@@ -86,6 +86,10 @@ class LustreArgs(TypedDict):
     """The instance's capacity, e.g. `9000Gi`."""
     project: NotRequired[str]
     """The instance's project; default: the storage's."""
+    enable_legacy_lustre_port: NotRequired[bool]
+    """The instance was created with gke-support-enabled, or nodes run GKE older than 1.33.2-gke.4655000: the
+    cluster's Lustre driver then uses port 6988, for every instance (GKE's `enable_legacy_lustre_port`); default
+    false."""
 
 
 class PersistentDiskArgs(TypedDict):

@@ -41,6 +41,7 @@ from tpuplane.infra.pathways.args import SidecarBuild, read_sidecar_build
 from tpuplane.infra.pathways.config import PathwaysConfig, pathways_section_problems, service_problems
 from tpuplane.infra.pathways.proxy import JanitorSpec, read_janitor
 from tpuplane.infra.storage.args import TeamStorageSpec, WorkloadTeam, read_team_storage
+from tpuplane.infra.storage.volumes import lustre_legacy_port
 
 CLUSTER, POOLS, RESERVATIONS = "tpuplane:cluster", "tpuplane:tpuPools", "tpuplane:reservations"
 KUEUE, PATHWAYS = "tpuplane:kueue", "tpuplane:pathways"
@@ -172,6 +173,7 @@ def load_stack_config(raw: Mapping[str, Any], *, project_dir: Path | None = None
         project=root.project, region=root.region,
         cluster=cluster.model_copy(update={"multi_networking": needs_multi_networking(pools),
                                            "csi_drivers": sorted({s.kind for s in storage.storages}),
+                                           "lustre_legacy_port": lustre_legacy_port(storage.volumes),
                                            "managed_prometheus": dashboard is not None}),
         tpu_pools=tuple(pools), reservations=tuple(reservations), batch=batch, storage=storage, dashboard=dashboard)
     reading.problems += _node_limit_problems(stack) + _reservation_fit_problems(stack)

@@ -190,6 +190,14 @@ def test_the_cluster_turns_on_the_csi_drivers_nap_and_managed_prometheus_it_is_g
     assert cluster["monitoringConfig"] == {"managedPrometheus": {"enabled": True}}
 
 
+def test_the_cluster_puts_lustres_driver_on_the_legacy_port_when_asked():
+    """GKE's `enable_legacy_lustre_port`, for instances created with gke-support-enabled (or older nodes)."""
+    cluster = plan_of(lambda: TpuCluster("fleet", {**CLUSTER, "csi_drivers": ["lustre"], "lustre_legacy_port": True})
+                      ).named("fleet").inputs
+
+    assert cluster["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}
+
+
 def test_a_cluster_without_them_keeps_only_cloud_storage_fuse():
     cluster = plan_of(lambda: TpuCluster("fleet", CLUSTER)).named("fleet").inputs
 

@@ -46,7 +46,8 @@ STACK: dict[str, Any] = {
 
 
 def changed(path: str, value: Any) -> dict[str, Any]:
-    """STACK with the value at `path` (section, then keys and list indexes, '.'-separated) replaced; `...` deletes."""
+    """STACK with the value at `path` (section, then keys and list indexes, '.'-separated) replaced or appended;
+    `...` deletes."""
     raw = copy.deepcopy(STACK)
     section, *keys = path.split(" ", 1)[0], *path.split(" ", 1)[1:]
     parts = [int(k) if k.isdigit() else k for k in (keys[0].split(".") if keys else [])]
@@ -58,6 +59,8 @@ def changed(path: str, value: Any) -> dict[str, Any]:
         node = node[part]
     if value is ...:
         del node[parts[-1]]
+    elif isinstance(node, list) and parts[-1] == len(node):  # one past the end: a new entry
+        node.append(value)
     else:
         node[parts[-1]] = value
     return raw
@@ -69,6 +72,13 @@ def test_the_stack_using_every_feature_is_accepted():
     assert [s.kind for s in cfg.storage.storages] == ["gcs", "filestore", "parallelstore", "lustre", "disk"]
     assert cfg.cluster.csi_drivers == ["disk", "filestore", "gcs", "lustre", "parallelstore"]
     assert cfg.tpu_pools[0].slices == 4 and cfg.dashboard is not None and cfg.cluster.managed_prometheus
+
+
+def test_a_lustre_instance_on_the_legacy_port_sets_the_clusters_driver():
+    """GKE's enable_legacy_lustre_port is the cluster's Lustre add-on setting: one entry asking turns it on."""
+    raw = changed(f"{V}.3.lustre", {**LUSTRE, "enableLegacyLustrePort": True})
+
+    assert load_stack_config(raw).cluster.lustre_legacy_port and not load_stack_config(STACK).cluster.lustre_legacy_port
 
 
 V = "tpuplane:storage volumes"
@@ -108,6 +118,11 @@ BAD_STACK = [
     (f"{V}.2.parallelstore.network", "my net", "tpuplane:storage.volumes[2].parallelstore.network", "a VPC name"),
     (f"{V}.2.parallelstore.project", "Acme", "tpuplane:storage.volumes[2].parallelstore.project", "project id"),
     (f"{V}.3.lustre.zone", "us-east5", "tpuplane:storage.volumes[3].lustre.zone", "a zone"),
+    (f"{V}.3.lustre.enableLegacyLustrePort", "yes", "tpuplane:storage.volumes[3].lustre.enableLegacyLustrePort",
+     "true or false"),
+    (f"{V}.5", {"name": "lustre2", "lustre": {**LUSTRE, "instance": "lustre2", "enableLegacyLustrePort": True},
+                "teams": ["evals"]},
+     "tpuplane:storage.volumes[5].lustre.enableLegacyLustrePort", "False, as volumes[3] has it"),
     (f"{V}.4.disk.fsType", "ntfs", "tpuplane:storage.volumes[4].disk.fsType", "ext4 or xfs"),
     (f"{V}.4.readOnly", False, "tpuplane:storage.volumes[4].teams", "one team for a read-write disk"),
     # identity
@@ -197,6 +212,8 @@ BAD_ARGS = [
     (TpuCluster, {**CLUSTER_ARGS, "autoprovisioning": {"cpu": 1, "memory_gb": 1}}, "TpuClusterArgs.autoprovisioning.cpu",
      "at least 160"),
     (TpuCluster, {**CLUSTER_ARGS, "csi_drivers": ["nfs"]}, "TpuClusterArgs.csi_drivers", "storage kinds among"),
+    (TpuCluster, {**CLUSTER_ARGS, "lustre_legacy_port": True}, "TpuClusterArgs.lustre_legacy_port",
+     "with lustre in csi_drivers"),
     (TpuSlicePool, {**POOL_ARGS, "autoscaling": {"min_slices": 3, "max_slices": 2}},
      "TpuSlicePoolArgs.autoscaling.min_slices", "at most max_slices (2)"),
     (TpuSlicePool, {**POOL_ARGS, "capacity": "queued", "autoscaling": {"min_slices": 0, "max_slices": 2}},

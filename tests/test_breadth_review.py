@@ -102,6 +102,16 @@ def test_every_format_totals_chips_and_chip_hours_from_the_minimum_to_the_maximu
 
 
 @pytest.mark.parametrize("fmt", [ReportFormat.TEXT, ReportFormat.MARKDOWN, ReportFormat.HTML])
+def test_every_format_shows_a_lustre_instance_on_the_legacy_port(fmt):
+    config = copy.deepcopy(stack_file_config("pathways"))
+    config["tpuplane:storage"]["volumes"].append({"name": "lustre", "teams": ["research"], "lustre": {
+        "zone": "us-east5-b", "instance": "lfs1", "ip": "10.90.2.2", "filesystem": "lfs", "size": "9000Gi",
+        "enableLegacyLustrePort": True}})
+
+    assert "lustre (legacy port 6988)" in render_plan(plan(config), fmt, PRICES)
+
+
+@pytest.mark.parametrize("fmt", [ReportFormat.TEXT, ReportFormat.MARKDOWN, ReportFormat.HTML])
 def test_every_format_shows_storage_grants_and_the_scaling_range(pathways, fmt):
     out = render_plan(pathways, fmt, PRICES)
 

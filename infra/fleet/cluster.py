@@ -119,6 +119,7 @@ class ClusterSpec(ConfigModel):
     multi_networking: Annotated[bool, FromStack("tpuplane:tpuPools")] = False
     csi_drivers: Annotated[list[str], FromStack("tpuplane:storage.volumes"),
                            Allowed(f"a list of storage kinds: {', '.join(CSI_DRIVER_ADDONS)}")] = []
+    lustre_legacy_port: Annotated[bool, FromStack("tpuplane:storage.volumes")] = False
     autoprovisioning: Autoprovisioning | None = Field(None, description="Node auto-provisioning: GKE creates node "
                                                       "pools for pending pods, within these limits for the whole "
                                                       "cluster.")
@@ -161,6 +162,9 @@ def cluster_problems(cluster: ClusterSpec, source: Source) -> list[Problem]:
                                 f"with {source.key('master_authorized_networks')}",
                                 "a private control plane is reached only from authorized networks inside the VPC; "
                                 "list the ranges pulumi and kubectl run from"))
+    if cluster.lustre_legacy_port and "lustre" not in cluster.csi_drivers:
+        problems.append(Problem(source.path("lustre_legacy_port"), True, f"with lustre in {source.key('csi_drivers')}",
+                                "the port is a setting of the Lustre CSI driver's add-on"))
     problems += _maintenance_exclusion_problems(cluster.maintenance_exclusion, source.at("maintenance_exclusion"))
     if cluster.cpu_pool.min_nodes > cluster.cpu_pool.max_nodes:
         problems.append(Problem(source.path("cpu_pool", "min_nodes"), cluster.cpu_pool.min_nodes,
@@ -216,6 +220,7 @@ class ClusterPlan:
     resource_labels: dict[str, str]
     multi_networking: bool  # required by pools with automated accelerator networking
     addons: tuple[str, ...]  # `addons_config` blocks turned on
+    lustre_legacy_port: bool  # the Lustre block's `enable_legacy_lustre_port`
     autoprovisioning: AutoprovisioningPlan | None
     managed_prometheus: bool
 
@@ -236,6 +241,7 @@ def plan_cluster(c: ClusterSpec) -> ClusterPlan:
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
         multi_networking=c.multi_networking,
         addons=tuple(cluster_addons(c)),
+        lustre_legacy_port=c.lustre_legacy_port,
         autoprovisioning=plan_autoprovisioning(c.autoprovisioning, [c.zone]) if c.autoprovisioning else None,
         managed_prometheus=c.managed_prometheus,
     )

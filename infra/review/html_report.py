@@ -167,7 +167,7 @@ def _access(summary: FleetSummary) -> str:
     if summary.storage:
         parts.append("<h3>Storage</h3><table id=\"storage\"><thead><tr><th>Storage</th><th>Kind</th><th>Location</th>"
                      "<th>Access</th><th>Namespaces</th></tr></thead><tbody>" + "".join(
-                         f"<tr><td><code>{_e(v.name)}</code></td><td>{_e(v.kind)}</td><td><code>{_e(v.location)}"
+                         f"<tr><td><code>{_e(v.name)}</code></td><td>{_e(v.kind_text)}</td><td><code>{_e(v.location)}"
                          f"</code></td><td>{'read-only' if v.read_only else 'read-write'}</td>"
                          f"<td>{_e(', '.join(v.namespaces))}</td></tr>" for v in summary.storage) + "</tbody></table>")
     if summary.grants:

@@ -105,7 +105,7 @@ def summary_renderables(summary: FleetSummary, prices: PriceTable) -> list[Rende
     if summary.storage:
         storage = _table("Storage (mounted by name)", "storage", "kind", "location", "access", "namespaces")
         for v in summary.storage:
-            storage.add_row(_text(v.name, "bold"), _text(v.kind), _text(v.location),
+            storage.add_row(_text(v.name, "bold"), _text(v.kind_text), _text(v.location),
                             "read-only" if v.read_only else "read-write", _text(", ".join(v.namespaces)))
         out += ["", storage]
     if summary.grants:

@@ -191,12 +191,27 @@ class ClusterAutoscaling(Inputs):
     resource_limits: list[ResourceLimit] | None = None
 
 
+class LustreDriverConfig(Inputs):
+    enabled: StrictBool | None = None
+    enable_legacy_lustre_port: StrictBool | None = None
+
+
+class AddonsConfig(Inputs):
+    lustre_csi_driver_config: LustreDriverConfig | None = None
+
+
 class ClusterInputs(Inputs):
     name: StrictStr | None = None
     location: StrictStr | None = None
     release_channel: ReleaseChannel | None = None
     deletion_protection: StrictBool | None = None
     cluster_autoscaling: ClusterAutoscaling | None = None
+    addons_config: AddonsConfig | None = None
+
+    @property
+    def lustre_legacy_port(self) -> bool:
+        lustre = self.addons_config.lustre_csi_driver_config if self.addons_config else None
+        return bool(lustre and lustre.enable_legacy_lustre_port)
 
 
 class InstanceProperties(Inputs):

@@ -23,7 +23,7 @@ from tpuplane.infra.fleet.capacity import FLEX_START_LABEL, SPOT_LABEL
 from tpuplane.infra.fleet.catalog import TpuSpec, find_generation, machine_type_generation, resolve_tpu_type
 from tpuplane.infra.fleet.scheduling import ACCELERATOR_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from tpuplane.infra.pathways.service import MANAGED_BY_LABELS
-from tpuplane.infra.storage.volumes import STORAGE_KINDS, STORAGE_LABEL
+from tpuplane.infra.storage.volumes import STORAGE_KINDS, STORAGE_LABEL, LustreInstance
 from tpuplane.infra.review.plan import Plan, PlannedResource, node_pool, pool_vms
 from tpuplane.infra.review.resource_inputs import (
     BUCKET_GRANT,
@@ -185,6 +185,11 @@ class StorageVolume:
     location: str
     read_only: bool
     namespaces: tuple[str, ...]
+    legacy_port: bool = False  # a Lustre instance the cluster's driver reaches on port 6988
+
+    @property
+    def kind_text(self) -> str:
+        return f"{self.kind} (legacy port 6988)" if self.legacy_port else self.kind
 
 
 @dataclass(frozen=True)
@@ -471,7 +476,9 @@ _KIND_BY_DRIVER = {kind.driver: kind.kind for kind in STORAGE_KINDS.values()}
 
 
 def _storage(resources: Sequence[PlannedResource]) -> tuple[StorageVolume, ...]:
-    """Each storage entry from its PersistentVolumes (one per namespace that mounts it)."""
+    """Each storage entry from its PersistentVolumes (one per namespace that mounts it), Lustre's with the port of
+    the cluster's driver."""
+    legacy_port = any(cast(ClusterInputs, r.read()).lustre_legacy_port for r in resources if r.type == CLUSTER)
     found: dict[str, StorageVolume] = {}
     for r in resources:
         if r.type != PERSISTENT_VOLUME:
@@ -486,7 +493,8 @@ def _storage(resources: Sequence[PlannedResource]) -> tuple[StorageVolume, ...]:
         found[name] = StorageVolume(
             name, kind, _location(kind, csi.volume_handle or "", spec.mount_options or ()),
             "ReadOnlyMany" in (spec.access_modes or ()),
-            tuple(sorted({*(seen.namespaces if seen else ()), *([namespace] if namespace else [])})))
+            tuple(sorted({*(seen.namespaces if seen else ()), *([namespace] if namespace else [])})),
+            legacy_port and kind == LustreInstance.kind)
     return tuple(sorted(found.values(), key=lambda v: v.name))
 
 

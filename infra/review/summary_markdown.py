@@ -66,7 +66,7 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
     if summary.storage:
         lines += ["", f"{heading} Storage", "", *table(
             ("Storage", "Kind", "Location", "Access", "Namespaces"),
-            [(md_code(v.name, cell=True), md_text(v.kind), md_code(v.location, cell=True),
+            [(md_code(v.name, cell=True), md_text(v.kind_text), md_code(v.location, cell=True),
               "read-only" if v.read_only else "read-write", md_text(", ".join(v.namespaces)))
              for v in summary.storage])]
     if summary.grants:

@@ -40,7 +40,9 @@ from tpuplane.infra.storage.identity import (
     role_problems,
     team_identity,
 )
-from tpuplane.infra.storage.volumes import Storage, StorageEntry, entry_problems, render_storage
+from tpuplane.infra.storage.volumes import (
+    Storage, StorageEntry, entry_problems, lustre_port_problems, render_storage,
+)
 
 STORAGE_ARGS = "TeamStorageArgs"
 DEFAULT_TEAM = "default"  # without Kueue teams, one queue serves namespace `default` (BatchStack's layout)
@@ -104,6 +106,7 @@ def team_storage_problems(spec: TeamStorageSpec, source: Source, *, teams_read: 
                                     "roles are granted to the team's service account"))
         else:
             problems += role_problems(f"{roles_path}.{team}", roles)
+    problems += lustre_port_problems(spec.volumes, source)
     return problems + project_number_problems(source.path("project_number"), spec.project_number)
 
 

@@ -279,7 +279,14 @@ class ParallelstoreInstance(StorageKind):
 
 
 class LustreInstance(StorageKind):
-    """An existing Google Cloud Managed Lustre instance."""
+    """An existing Google Cloud Managed Lustre instance.
+
+    `enable_legacy_lustre_port` is GKE's cluster add-on setting (`addonsConfig.lustreCsiDriverConfig.
+    enableLegacyLustrePort`): the driver then runs LNet on port 6988, "a workaround for a port conflict with the
+    gke-metadata-server" (which every tpuplane cluster runs: Workload Identity), "required ONLY" for nodes older
+    than GKE 1.33.2-gke.4655000 or an instance created with `gke-support-enabled`
+    (https://cloud.google.com/python/docs/reference/container/latest/google.cloud.container_v1.types.LustreCsiDriverConfig).
+    One setting serves the whole cluster, so every Lustre entry of a stack must agree on it."""
 
     kind: ClassVar[str] = "lustre"
     driver: ClassVar[str] = "lustre.csi.storage.gke.io"
@@ -290,6 +297,7 @@ class LustreInstance(StorageKind):
     filesystem: str
     size: str
     project: str | None = None
+    enable_legacy_lustre_port: bool = False
 
     def problems(self, source: Source) -> list[Problem]:
         return (_project_problems(source, self.project)
@@ -518,6 +526,24 @@ class Mount:
 
     def __str__(self) -> str:
         return f"{self.storage}:{self.path}{':ro' if self.read_only else ''}"
+
+
+def lustre_port_problems(entries: list[StorageEntry], source: Source) -> list[Problem]:
+    """The cluster's Lustre driver has one port: every Lustre entry asks for the same one as the first."""
+    lustre = [(i, entry.lustre) for i, entry in enumerate(entries) if entry.lustre is not None]
+    if not lustre:
+        return []
+    first, wanted = lustre[0][0], lustre[0][1].enable_legacy_lustre_port
+    return [Problem(source.path("volumes", i, "lustre", "enable_legacy_lustre_port"),
+                    instance.enable_legacy_lustre_port, f"{wanted}, as volumes[{first}] has it",
+                    "GKE sets the Lustre driver's port for the whole cluster: every instance a cluster mounts "
+                    "must take the same one")
+            for i, instance in lustre[1:] if instance.enable_legacy_lustre_port != wanted]
+
+
+def lustre_legacy_port(entries: list[StorageEntry]) -> bool:
+    """Whether the cluster's Lustre driver runs on the legacy port (checked: the entries agree)."""
+    return any(entry.lustre is not None and entry.lustre.enable_legacy_lustre_port for entry in entries)
 
 
 def mount_path(path: str, index: int) -> str:
