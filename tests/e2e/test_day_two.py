@@ -343,8 +343,9 @@ class TestOneQueueInEveryState:
 
         assert lines[0] == "default/stuck: admitted"
         # one pod: with exclusive placement, JobSet creates a slice's other pods once its first one is placed
-        assert re.match(r"- kube-scheduler cannot place pod stuck-slice-0-0-\w+: 0/9 nodes are available: 9 "
-                        r"node\(s\) didn't match Pod's node affinity/selector", lines[1]), lines[1]
+        nodes = len(client.CoreV1Api(scene.api).list_node().items)  # the TPU pools' and the CPU pool's
+        assert re.match(rf"- kube-scheduler cannot place pod stuck-slice-0-0-\w+: 0/{nodes} nodes are available: "
+                        rf"{nodes} node\(s\) didn't match Pod's node affinity/selector", lines[1]), lines[1]
         assert "example.com/rack=r9" in lines[1] and "train-0, train-1 have no example.com/rack" in lines[1]
         assert lines[2] == ("- the scheduling check on the cluster's queues and node pools: slice: no node pool can "
                             "run its pods: it selects example.com/rack=r9, and pools train-0, train-1 of its flavor "
@@ -399,7 +400,8 @@ class TestOneQueueInEveryState:
         assert f"ClusterQueue {CQ}" in out and f"pod set slice: 4 pods; google.com/tpu in {FLAVOR} (16)" in out
         slices = re.search(r"^slice\s+0\s+4\s+(\d+)\s+(\d+)\s+0\s+0\s+0\s*$", out, re.M)
         assert slices and slices.groups() == ("0", "1")  # its first pod, Pending; JobSet holds the others back
-        assert "Warning FailedScheduling: 0/9 nodes are available" in out
+        nodes = len(client.CoreV1Api(scene.api).list_node().items)
+        assert f"Warning FailedScheduling: 0/{nodes} nodes are available" in out
 
     def test_wait_exit_statuses(self, scene):
         waits = {(name, target): scene.cli("workload", "wait", name, "--for", target, "--timeout", timeout)

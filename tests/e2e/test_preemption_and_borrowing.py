@@ -43,13 +43,19 @@ def evicted(api: client.ApiClient, namespace: str, name: str, timeout: float = 6
     raise AssertionError(f"{namespace}/{name} was not evicted within {timeout:.0f} s")
 
 
-def borrowed_chips(api: client.ApiClient, cluster_queue: str, flavor: str) -> int:
-    status = client.CustomObjectsApi(api).get_cluster_custom_object(
-        WORKLOAD[0], WORKLOAD[1], "clusterqueues", cluster_queue).get("status", {})
-    for usage in status.get("flavorsUsage", []):
-        if usage["name"] == flavor:
-            return sum(int(r.get("borrowed", 0)) for r in usage["resources"] if r["name"] == "google.com/tpu")
-    return 0
+def borrowed_chips(api: client.ApiClient, cluster_queue: str, flavor: str, expected: int,
+                   timeout: float = 60.0) -> int:
+    """The chips the ClusterQueue's status says it borrows in `flavor`, once they are `expected` (Kueue writes a
+    ClusterQueue's usage some time after it admits or evicts), else the last seen after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = client.CustomObjectsApi(api).get_cluster_custom_object(
+            WORKLOAD[0], WORKLOAD[1], "clusterqueues", cluster_queue).get("status", {})
+        borrowed = sum(int(r.get("borrowed", 0)) for usage in status.get("flavorsUsage", [])
+                       if usage["name"] == flavor for r in usage["resources"] if r["name"] == "google.com/tpu")
+        if borrowed == expected or time.monotonic() > deadline:
+            return borrowed
+        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -88,7 +94,7 @@ def test_a_team_borrows_unused_quota_and_the_lender_reclaims_it(sandboxes, clean
     for i in range(4):
         cleanup.append((api, *submit(api, rendered("pathways", f"r{i}", *research))))
     assert [observe(api, "research", f"r{i}").state for i in range(4)] == ["admitted"] * 4
-    assert borrowed_chips(api, "research", "tpu-v6e-slice-4x4-spot") == 16
+    assert borrowed_chips(api, "research", "tpu-v6e-slice-4x4-spot", 16) == 16
 
     cleanup.append((api, *submit(api, rendered("pathways", "e0", "--queue", "evals", "--namespace", "evals"))))
     assert observe(api, "evals", "e0").state == "admitted"
@@ -97,4 +103,4 @@ def test_a_team_borrows_unused_quota_and_the_lender_reclaims_it(sandboxes, clean
                         for c in workload_of(api, "research", name)["status"].get("conditions", []))]
     assert len(reclaimed) == 1, reclaimed
     assert "reclamation" in evicted(api, "research", reclaimed[0])["message"].lower()
-    assert borrowed_chips(api, "research", "tpu-v6e-slice-4x4-spot") == 0
+    assert borrowed_chips(api, "research", "tpu-v6e-slice-4x4-spot", 0) == 0
