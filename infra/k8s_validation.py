@@ -31,6 +31,7 @@ import jsonschema
 import kubernetes_validate
 
 from tpuplane.infra.naming import DNS_LABEL, INT32_MAX, K8S_LABEL_VALUE_MAX, POD_NAME_SUFFIX
+from tpuplane.infra.quantity import QUANTITY_ALLOWED, parse_quantity
 
 K8S_VERSION = "1.32.0"
 _OWN_SCHEMA_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io", "monitoring.googleapis.com")
@@ -83,8 +84,6 @@ def _extended_resource(name: str) -> bool:
 
 
 def _container_errors(container: dict[str, Any], where: str) -> list[str]:
-    from kubernetes.utils import parse_quantity  # here: the kubernetes client package costs 0.1 s to import
-
     resources = container.get("resources") or {}
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
     errors = []
@@ -93,7 +92,7 @@ def _container_errors(container: dict[str, Any], where: str) -> list[str]:
             request = parse_quantity(requests[name]) if name in requests else None
             limit = parse_quantity(limits[name]) if name in limits else None
         except ValueError:
-            errors.append(f"{where}.resources: {name}: must be a quantity such as 4, 500m or 16Gi")
+            errors.append(f"{where}.resources: {name}: must be {QUANTITY_ALLOWED}")
             continue
         if _extended_resource(name) and limit is None:
             errors.append(f"{where}.resources.limits.{name}: Required value: Limit must be set for non "
@@ -146,8 +145,6 @@ def _jobset_template_errors(obj: dict[str, Any]) -> list[str]:
 
 
 def _cluster_queue_rule_errors(obj: dict[str, Any]) -> list[str]:
-    from kubernetes.utils import parse_quantity  # here: the kubernetes client package costs 0.1 s to import
-
     spec = obj.get("spec", {})
     errors = []
     for g, group in enumerate(spec.get("resourceGroups", [])):

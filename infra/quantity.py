@@ -8,10 +8,15 @@ rules are those of `k8s.io/apimachinery/pkg/api/resource.Quantity.String`:
 - the suffix family stays the one given: binary (Ki, Mi, Gi, ...) or decimal (m, k, M, G, ...; none);
 - a binary amount that is not whole, or is under 1024 in size, is written in decimal instead;
 - the amount is written with the largest suffix of its family that keeps it whole (decimal: steps of 10^3).
+
+`parse_quantity` is the one reader of a quantity anywhere in tpuplane: a manifest's requests and limits, a queue's
+quota, a storage size, a live object's status. It takes the API server's grammar and refuses what Kubernetes
+cannot hold (2^63 or more in base units: `1e999999999` is text, not work), so no sum of quantities overflows.
 """
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Union
 
@@ -23,18 +28,40 @@ _DECIMAL_OUT = ("E", "P", "T", "G", "M", "k", "", "m", "u", "n")  # largest firs
 
 Amount = Union[int, str]
 
+QUANTITY_ALLOWED = "a Kubernetes quantity such as 4, 500m or 16Gi, below 2^63 (8Ei)"
+LIMIT = Decimal(2**63)  # Kubernetes holds a quantity's value in an int64
+_NANO = Decimal("1e-9")
+# k8s.io/apimachinery's grammar: a signed number, then a binary suffix, a decimal suffix or a decimal exponent
+_GRAMMAR = re.compile(r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+                      r"(?:(?P<binary>[KMGTPE]i)|(?P<decimal>[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?")
 
-def _parse(quantity: Amount) -> tuple[Decimal, bool]:
-    """(value, binary?) of an int or a quantity string with an optional suffix."""
-    if isinstance(quantity, int):
-        return Decimal(quantity), False
-    for suffix, factor in _BINARY.items():
-        if quantity.endswith(suffix):
-            return Decimal(quantity[:-len(suffix)]) * factor, True
-    for suffix in sorted(_DECIMAL, key=len, reverse=True):
-        if suffix and quantity.endswith(suffix):
-            return Decimal(quantity[:-len(suffix)]) * _DECIMAL[suffix], False
-    return Decimal(quantity), False
+
+def _parse(quantity: object) -> tuple[Decimal, bool]:
+    """(value in base units, binary?) of a quantity: text, or a number as YAML and JSON write one."""
+    if isinstance(quantity, bool) or not isinstance(quantity, (int, float, str)):
+        raise ValueError(f"not a quantity: {type(quantity).__name__}")
+    match = _GRAMMAR.fullmatch(str(quantity))
+    if match is None:
+        raise ValueError("not a quantity")
+    number = Decimal(match["number"])
+    exponent = int(Decimal(match["exponent"] or 0))  # Decimal: an exponent of any length, never str-to-int limits
+    factor = Decimal(_BINARY[match["binary"]]) if match["binary"] else _DECIMAL[match["decimal"] or ""]
+    size = number.adjusted() + exponent + factor.adjusted()  # the power of ten of the value
+    if not number:
+        return Decimal(0), bool(match["binary"])
+    if size >= 20:  # 10^20 is above 2^63, whatever the digits
+        raise ValueError("2^63 or more")
+    value = number.scaleb(exponent) * factor if size > -20 else number.scaleb(-20)  # sizes Decimal computes exactly
+    if abs(value) >= LIMIT:
+        raise ValueError("2^63 or more")
+    if value and abs(value) < _NANO:  # the API server rounds a non-zero amount up to the smallest it holds
+        value = _NANO.copy_sign(value)
+    return value, bool(match["binary"])
+
+
+def parse_quantity(quantity: object) -> Decimal:
+    """A quantity's value in base units (cores, bytes, chips); ValueError when it is not one Kubernetes holds."""
+    return _parse(quantity)[0]
 
 
 def canonical_quantity(quantity: Amount) -> str:

@@ -240,6 +240,8 @@ CASES.update({
         resources="{requests: {google.com/tpu: 4}, limits: {google.com/tpu: 8}}")),
     "workload check cpu request above limit": workload(TPU_JOB.format(
         resources="{requests: {cpu: 2}, limits: {cpu: 1}}"), "json"),
+    "workload check cpu request 1e999999999": workload(TPU_JOB.format(resources="{requests: {cpu: '1e999999999'}}")),
+    "workload check memory of 8Ei": workload(TPU_JOB.format(resources="{limits: {memory: 8Ei}}"), "json"),
     "workload check no containers": workload(TPU_JOB.format(resources="{}").replace(
         "[{name: c, image: i, resources: {}}]", "[]")),
     # price files: a typo would price nothing, silently

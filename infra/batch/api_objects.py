@@ -11,6 +11,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from tpuplane.infra.quantity import parse_quantity
+
 Obj = Mapping[str, Any]
 
 
@@ -62,11 +64,9 @@ def timestamp(value: Any) -> float | None:
 
 def quantity(value: Any) -> Decimal:
     """A Kubernetes quantity (`64`, `500m`, `16Gi`) in base units (cores, bytes, chips); 0 when unreadable."""
-    from kubernetes.utils import parse_quantity  # the kubernetes client (runtime and infra extras)
-
     try:
-        return Decimal(parse_quantity(value))
-    except (ValueError, TypeError, ArithmeticError):
+        return parse_quantity(value)
+    except ValueError:
         return Decimal(0)
 
 

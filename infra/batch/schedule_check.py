@@ -39,6 +39,7 @@ from tpuplane.infra.fleet.scheduling import (
     tpu_node_labels,
     tpu_node_taints,
 )
+from tpuplane.infra.quantity import QUANTITY_ALLOWED, parse_quantity
 from tpuplane.infra.storage.args import TeamStorageSpec
 
 
@@ -135,12 +136,10 @@ class PodSet:
 
 
 def _quantity(value: Any, resource: str, where: str) -> Decimal:
-    from kubernetes.utils import parse_quantity  # the kubernetes client: infra extra
-
     try:
         amount = parse_quantity(value)
-    except (ValueError, TypeError, ArithmeticError):
-        raise ConfigError.at(where, value, "a Kubernetes quantity such as 4, 500m, 16Gi") from None
+    except ValueError:
+        raise ConfigError.at(where, value, QUANTITY_ALLOWED) from None
     return amount / _MIB if resource == "memory" else amount
 
 

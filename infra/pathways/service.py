@@ -25,13 +25,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import re
 from typing import Any
 
 from tpuplane.infra.fleet.machines import Allocatable
 from tpuplane.infra.fleet.catalog import TpuSpec
 from tpuplane.infra.pathways.images import pull_policy
 from tpuplane.infra.pathways.proxy import PROXY_RESOURCES
+from tpuplane.infra.quantity import parse_quantity
 from tpuplane.infra.fleet.scheduling import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     NODEPOOL_LABEL,
@@ -106,17 +106,6 @@ def scratch_bucket_name(project: str, cluster: str, name: str) -> str:
 
 RM_RESOURCES = {"cpu": "8", "memory": "32G"}  # requests == limits: the head is never squeezed or evicted first
 
-_QUANTITY_SUFFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
-                      "Ti": 2**40}
-_QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<suffix>[kMGT]i?|Ki)?$")
-
-
-def _mib(quantity: str) -> int:
-    match = _QUANTITY.match(quantity)
-    if match is None:
-        raise ValueError(f"not a memory quantity: {quantity!r}")
-    return math.ceil(float(match["number"]) * _QUANTITY_SUFFIXES[match["suffix"] or ""] / 2**20)
-
 
 def pathways_cpu_requirements() -> Allocatable:
     """What a CPU-pool node must leave to pods to hold any one Pathways CPU pod: the head or a client's proxy.
@@ -125,8 +114,8 @@ def pathways_cpu_requirements() -> Allocatable:
     largest pod's requests. The proxy (16 vCPU, 100 GB) dominates: n2-standard-32 holds it, n2-standard-16 does not.
     """
     pods = [RM_RESOURCES, PROXY_RESOURCES]
-    return Allocatable(millicores=max(math.ceil(float(pod["cpu"]) * 1000) for pod in pods),
-                       memory_mib=max(_mib(pod["memory"]) for pod in pods))
+    return Allocatable(millicores=max(math.ceil(parse_quantity(pod["cpu"]) * 1000) for pod in pods),
+                       memory_mib=max(math.ceil(parse_quantity(pod["memory"]) / 2**20) for pod in pods))
 
 
 # ---- the JobSet ------------------------------------------------------------------------------------------------
