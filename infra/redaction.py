@@ -33,7 +33,7 @@ _SECRET_REFERENCE_KEY = re.compile(
     r"(name|names|ref|refs|uri|url|path|file|id|version|ttl|seconds|expiration|audience|type|mode)$", re.IGNORECASE)
 # Keys whose value is a secret whatever it looks like (docker configs, HTTP auth headers).
 _SECRET_EXACT_KEYS = frozenset({".dockerconfigjson", ".dockercfg", "auth", "authorization", "proxy-authorization",
-                                "x-api-key"})
+                                "x-api-key", "cookie", "set-cookie"})
 
 _PEM_PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -51,12 +51,15 @@ _TOKEN = re.compile(
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r")")
 # The userinfo of a URL: everything up to the LAST `@` of the authority (a password may hold `@`); with a scheme,
-# protocol-relative (`//user:pw@host`), or bare before a host name and a path or port (`user:pw@host.example/simple`,
-# as pip takes an index). An IAM member (`serviceAccount:name@project.iam.gserviceaccount.com`) has neither.
+# protocol-relative (`//user:pw@host`), or bare (`user:pw@host/simple` as pip takes an index, `--proxy
+# user:pw@proxy:3128`, `user:pw@host.example`). See `_mask_bare_userinfo` for what bare userinfo is not.
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://|(?<![:/])//)(?P<userinfo>[^/?#\s]*)@")
 _BARE_USERINFO = re.compile(
-    r"(?<![^\s\"'=(\[,</])(?P<userinfo>[A-Za-z0-9._~%!$&*+-]+:[^\s/?#@\"']+)@"
-    r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?:/|:[0-9]))")
+    r"(?<![^\s\"'=(\[,</])(?P<user>[A-Za-z0-9._~%!$&*+-]+):[^\s/?#@\"']+@"
+    r"(?P<host>[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)(?P<after>/|:[0-9]{1,5}(?![0-9A-Za-z])|)")
+# `kind:email` is how IAM writes a member (`user:alice@example.com`), and `mailto:` an address: no password there
+_NOT_USERINFO = frozenset({"user", "group", "serviceAccount", "domain", "deleted", "principal", "principalSet",
+                           "mailto"})
 _CREDENTIAL_PARAM = re.compile(
     r"(?P<name>[?&;](?:[A-Za-z0-9_.-]*(?:token|secret|password|passwd|signature|credential|api[_-]?key|apikey)"
     r"[A-Za-z0-9_.-]*|key|sig|auth|code)=)(?P<value>[^&#\s\"']+)", re.IGNORECASE)
@@ -112,6 +115,14 @@ def _mask_userinfo(match: re.Match[str]) -> str:
     return match[0] if match["userinfo"] == "git" else f"{match['scheme']}{MASK}@"
 
 
+def _mask_bare_userinfo(match: re.Match[str]) -> str:
+    """`***@host`, for a host followed by a path or a port, or a domain name alone; not an image digest
+    (`image:tag@sha256:...`: no domain, no port), an IAM member or a `mailto:` address."""
+    if not match["after"] and ("." not in match["host"] or match["user"] in _NOT_USERINFO):
+        return match[0]
+    return f"{MASK}@{match['host']}{match['after']}"
+
+
 def _value_end(text: str, start: int, *, opened: str = "", to_line_end: bool = False) -> int:
     """Where the value that starts at `start` ends: at its closing quote when quoted (or when the key opened a
     quote: `"Authorization: Bearer x"`), at the end of the line after `key:` (a header, a YAML line: the value may
@@ -129,6 +140,28 @@ def _value_end(text: str, start: int, *, opened: str = "", to_line_end: bool = F
     return _WORD.match(text, start).end()  # type: ignore[union-attr]  # matches the empty string at worst
 
 
+# What a YAML key's line holds when its value continues on the lines below: a block scalar's header, or nothing
+_BLOCK_START = re.compile(r"(?:[|>][0-9+-]*)?[ \t]*")
+
+
+def _block_end(text: str, key_at: int, line_end: int) -> int:
+    """The end of the lines after `line_end` indented deeper than the line of the key at `key_at`: its YAML value
+    (`secret: |` then the text, `password:` then a plain scalar on the next line, or a mapping)."""
+    line = text[text.rfind("\n", 0, key_at) + 1:key_at]
+    indent = len(line) - len(line.lstrip(" \t"))
+    end = line_end
+    while line_end < len(text):
+        next_end = text.find("\n", line_end + 1)
+        next_end = len(text) if next_end == -1 else next_end
+        line = text[line_end + 1:next_end]
+        if line.strip():
+            if len(line) - len(line.lstrip(" \t")) <= indent:
+                break
+            end = next_end
+        line_end = next_end
+    return end
+
+
 def _secret_spans(text: str) -> Iterator[tuple[int, int]]:
     """(start, end) of every value after a secret-named key (`KEY=`, `KEY:`, or a `--flag` and a space), of every
     auth scheme's credentials and of every secret env entry's value."""
@@ -137,8 +170,11 @@ def _secret_spans(text: str) -> Iterator[tuple[int, int]]:
         if not is_secret_key(key) or (sep.isspace() and not key.startswith("-")):
             continue
         bare_key = not match["close"]  # `"password": x` is a JSON key: its value is one JSON value
-        yield match.end(), _value_end(text, match.end(), opened=match["open"] if bare_key else "",
-                                      to_line_end=":" in sep and bare_key)
+        to_line_end = ":" in sep and bare_key
+        end = _value_end(text, match.end(), opened=match["open"] if bare_key else "", to_line_end=to_line_end)
+        if to_line_end and _BLOCK_START.fullmatch(text, match.end(), end):
+            end = _block_end(text, match.start("key"), end)
+        yield match.end(), end
     for match in _AUTH_SCHEME.finditer(text):
         yield match.span("value") if match["value"] else match.span("encoded")
     for match in _ENV_ENTRY.finditer(text):
@@ -164,7 +200,7 @@ def _mask_assignments(text: str) -> str:
 # ten times slower), each regex only where it can hit. Text with none is returned as it is: an email address,
 # `oauthScopes` or a `/auth/` scope URL alone hold no secret.
 _SECRET_WORD = re.compile(r"password|passwd|passphrase|secret|token|api[_-]?key|private|credential|bearer|basic"
-                          r"|docker|begin")
+                          r"|docker|begin|cookie")
 # `auth`/`authorization` as a word of its own (a key, a flag, an env name), not inside `oauth` or a `/auth/` URL
 _AUTH_KEY = re.compile(r"(?<![a-z/])auth(?:orization)?(?![a-z0-9_/])|auth[_-]?key")
 _USERINFO_BEFORE_AT = re.compile(r"//[^/?#\s]*@|:[^\s/?#@\"']+@")
@@ -187,7 +223,7 @@ def redact_text(text: str) -> str:
         return text
     text = _PEM_PRIVATE_KEY.sub(MASK, text)
     text = _USERINFO.sub(_mask_userinfo, text)
-    text = _BARE_USERINFO.sub(f"{MASK}@", text)
+    text = _BARE_USERINFO.sub(_mask_bare_userinfo, text)
     text = _CREDENTIAL_PARAM.sub(lambda m: f"{m['name']}{MASK}", text)
     text = _TOKEN.sub(MASK, text)
     return _mask_assignments(text)

@@ -130,6 +130,16 @@ def test_diff_same_secret_is_no_change():
     # URL userinfo everywhere: protocol-relative, bare before a host name
     ("//user:SECRETPART@host.example/simple", "//***@host.example/simple"),
     ("--index-url user:SECRETPART@pypi.example.com/simple", "--index-url ***@pypi.example.com/simple"),
+    ("source: user:SECRETPART@host/p", "source: ***@host/p"),
+    ("--proxy user:SECRETPART@proxy:3128", "--proxy ***@proxy:3128"),
+    ("admin:SECRETPART@host.com", "***@host.com"),
+    # cookies are credentials, whole
+    ("Cookie: session=SECRETPART; theme=dark", "Cookie: ***"),
+    ("Set-Cookie: session=SECRETPART; Path=/\nnext: 1", "Set-Cookie: ***\nnext: 1"),
+    # a YAML value under a secret key that continues below it: a block scalar, or a plain scalar on the next line
+    ("secret: |\n  SECRET\n  PART\nnext: 1", "secret: ***\nnext: 1"),
+    ("  password: >-\n    SECRET\n\n    PART\n  name: x", "  password: ***\n  name: x"),
+    ("token:\n  SECRETPART\nnext: 1", "token:***\nnext: 1"),
     # a secret env entry written out as text (a dict's repr, JSON, YAML)
     ("{'name': 'DB_PASSWORD', 'value': 'SECRET PART'}", "{'name': 'DB_PASSWORD', 'value': '***'}"),
     ("- name: API_TOKEN\n  value: SECRET PART\n- name: A", "- name: API_TOKEN\n  value: ***\n- name: A"),
@@ -141,7 +151,10 @@ def test_redact_text_masks_only_the_secret_part(text, shown):
 @pytest.mark.parametrize("text", ["secretName: db-creds", "--token-file=/var/run/token", "numpy<2",
                                   "Basic authentication is off", "img:1@sha256:0a1b", "git@github.com:org/repo",
                                   "serviceAccount:nodes@acme-ml.iam.gserviceaccount.com",
-                                  "ssh://git@github.com/org/repo", "us-east5-b", "ct6e-standard-4t"])
+                                  "ssh://git@github.com/org/repo", "us-east5-b", "ct6e-standard-4t",
+                                  "alice@example.com", "mailto:alice@example.com", "user:alice@example.com",
+                                  "gcr.io/p/image:v1@sha256:" + "0123456789abcdef" * 4,
+                                  "deleted:user:alice@example.com?uid=123"])
 def test_redact_text_leaves_references_and_plain_values(text):
     assert redact_text(text) == text
 

@@ -34,6 +34,8 @@ SHAPES = [
     f"user:{MARK}@pypi.example.com/simple", f"https://host.invalid/x?token={MARK}&a=1",
     f"--password={MARK}", f"DB_PASSWORD={MARK}", f"ghp_{MARK}abcdefghij0123456789",
     f"{{'name': 'API_TOKEN', 'value': '{MARK} x'}}",
+    f"user:{MARK}@host/p", f"--proxy user:{MARK}@proxy:3128", f"admin:{MARK}@host.com",
+    f"Cookie: session={MARK}", f"Set-Cookie: session={MARK}; Path=/", f"secret: |\n  line\n  {MARK}",
 ]
 shapes = st.sampled_from(SHAPES)
 
