@@ -19,7 +19,6 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from enum import Enum
 from typing import TYPE_CHECKING, NoReturn, Optional, TypeVar
 
 import typer
@@ -48,14 +47,6 @@ REQUEST_TIMEOUT = typer.Option(DEFAULT_REQUEST_TIMEOUT, "--request-timeout",
                                help="How long one API request may take before giving up: 5s, 1m, 1h30m; "
                                     "0 for no limit.")
 NAMESPACE = typer.Option(None, "--namespace", "-n", help="Namespace (default: the context's, else 'default').")
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
-
-
-FORMAT = typer.Option(OutputFormat.table, "--format", "-f", help="table, or json for scripts.")
 
 
 def one_line(value: object) -> str:

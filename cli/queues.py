@@ -14,12 +14,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from tpuplane.cli import FORMAT, OutputFormat
 from tpuplane.cli.live import (
     CONTEXT,
-    FORMAT,
     KUBECONFIG,
     REQUEST_TIMEOUT,
-    OutputFormat,
     cluster,
     console,
     echo_json,

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tpuplane.cli import EXIT_BAD_INPUT
+from tpuplane.cli import EXIT_BAD_INPUT, FORMAT, OutputFormat
 from tpuplane.cli.plan import PulumiProject, read_stack_file, stack_file
 from tpuplane.infra.errors import ConfigError
 from tpuplane.infra.redaction import redact_text
@@ -127,7 +127,7 @@ def up_command(
 @app.command("status")
 def status_command(
     directory: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
-    fmt: str = typer.Option("table", "--format", "-f", help="table or json."),
+    fmt: OutputFormat = FORMAT,
 ) -> None:
     """Each process of the sandbox and whether it runs; exit 1 if one is down."""
     from rich import box
@@ -136,8 +136,6 @@ def status_command(
     from tpuplane.sandbox.layout import UnreadableState
     from tpuplane.sandbox.lifecycle import status
 
-    if fmt not in ("table", "json"):
-        raise _fail(f"--format: got {fmt!r}; allowed: table, json")
     where = _directory(directory)
     try:
         current = status(where)
@@ -145,7 +143,7 @@ def status_command(
         raise _fail(str(exc)) from None
     if current is None:
         raise _fail(f"no sandbox in {where}; start one with `tpuplane sandbox up --stack dev`")
-    if fmt == "json":
+    if fmt is OutputFormat.json:
         doc = {"stack": current.state.stack, "directory": current.state.directory,
                "kubeconfig": current.state.kubeconfig,
                "apiServer": {"url": f"https://127.0.0.1:{current.state.ports.apiserver}",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,7 +28,7 @@ from tpuplane.infra.batch.experiments import load_experiment, render_experiment
 from tpuplane.infra.batch.workload import DEFAULT_TTL, TpuJob, TpuWorkloadSpec, parse_env_pairs, render_tpu_jobset
 from tpuplane.infra.pathways.job import PathwaysJobOptions, proxy_address, service_defaults
 
-from tpuplane.cli import EXIT_BAD_INPUT
+from tpuplane.cli import EXIT_BAD_INPUT, FORMAT, OutputFormat
 
 app = typer.Typer(help="TPU workloads as JobSets (xpk workload create, as code).", no_args_is_help=True)
 experiment_app = typer.Typer(help="Experiments: one JobSet per trial of a grid or trial list.", no_args_is_help=True)
@@ -185,11 +184,6 @@ def on_stack_service(spec: Any, cfg: StackConfig | None) -> Any:
     return spec.model_copy(update={"pathways": service_defaults(spec.pathways, cfg.pathways, spec.name)})
 
 
-class CheckFormat(str, Enum):
-    table = "table"
-    json = "json"
-
-
 @app.command("check")
 def check_command(
     file: Path = typer.Argument(..., help="YAML of JobSets and/or Jobs (several documents allowed), e.g. "
@@ -197,7 +191,7 @@ def check_command(
     stack: Optional[str] = _STACK,
     config: Optional[Path] = _CONFIG,
     project_dir: Path = _PROJECT,
-    fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f", help="table, or json for scripts."),
+    fmt: OutputFormat = FORMAT,
 ) -> None:
     """Would Kueue admit it and could its pods run? Simulates flavor assignment, quota (with the cohort) and node
     placement on the stack's pools; exit 0 when every workload can run, 1 when one cannot, 2 on bad input."""
@@ -215,7 +209,7 @@ def check_command(
         results = [check_workload(doc, facts) for doc in documents]
     except ConfigError as exc:
         _fail(exc)
-    if fmt is CheckFormat.json:
+    if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps([r.to_json() for r in results], indent=2, sort_keys=True) + "\n")
     else:
         _print_checks(results)

@@ -24,14 +24,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tpuplane.cli import FORMAT, OutputFormat
 from tpuplane.cli.live import (
     CONTEXT,
     EXIT_FAILED,
-    FORMAT,
     KUBECONFIG,
     NAMESPACE,
     REQUEST_TIMEOUT,
-    OutputFormat,
     api_failure,
     checked_name,
     cluster,

@@ -408,6 +408,12 @@ def covered() -> set[tuple[tuple[str, ...], str | None]]:
     return found
 
 
+def test_every_format_option_is_a_choice():
+    """A `--format` typed as text is refused by each command in its own words, and the corpus cannot see its
+    formats; a choice (an Enum) is refused by typer, like every other command's."""
+    assert [" ".join(command) for command, (choices, default) in commands().items() if choices == (default,)] == []
+
+
 def test_cli_bad_input_corpus_covers_every_command_and_every_output_format():
     """A command or output format added later without a bad-input case fails here."""
     seen = covered()

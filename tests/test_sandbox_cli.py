@@ -101,8 +101,11 @@ def test_status_without_a_sandbox_says_how_to_start_one(tmp_path):
     assert_refused(sandbox("status", "--dir", str(tmp_path)), "no sandbox", "sandbox up")
 
 
-def test_status_refuses_an_unknown_format(tmp_path):
-    assert_refused(sandbox("status", "--dir", str(tmp_path), "--format", "xml"), "--format", "json")
+def test_status_refuses_an_unknown_format_as_every_command_does(tmp_path):
+    result = sandbox("status", "--dir", str(tmp_path), "--format", "xml")
+
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "'--format'" in result.output and "'xml' is not one of 'table', 'json'" in result.output
 
 
 def test_a_state_file_that_is_not_one_is_named_by_status_and_up(tmp_path):
