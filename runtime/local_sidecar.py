@@ -723,20 +723,58 @@ class TargetError(ValueError):
 _TARGET = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<attribute>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
 
 
-def _import(module_name: str) -> types.ModuleType:
-    """The module, imported here; whatever importing it does wrong (a syntax error, an exception, `sys.exit()`
-    at import) is a TargetError naming it, never this process ending."""
+class _ExitAtImport(BaseException):
+    """`os._exit(code)` called by a module while `_import` imports it."""
+
+
+@contextlib.contextmanager
+def _import_guard() -> Iterator[list[int]]:
+    """While a target's module is imported in this process (it must be: its function is pickled by reference):
+    `os._exit` raises `_ExitAtImport` instead of ending the process with no word, and a real Ctrl-C is recorded
+    (the list yielded) so it is told apart from a KeyboardInterrupt the module raises itself. What ends the
+    process by other means (a signal it sends itself) cannot be caught here."""
+    interrupted: list[int] = []
+
+    def exit_now(code: int) -> None:
+        raise _ExitAtImport(code)
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    real_exit, os._exit = os._exit, exit_now  # type: ignore[assignment]
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_interrupt) if main else None
     try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise TargetError(str(exc)) from None
-    except SyntaxError as exc:
-        raise TargetError(f"{module_name} does not compile: {exc.msg} ({exc.filename}, line {exc.lineno})") from None
-    except SystemExit as exc:
-        raise TargetError(f"{module_name} exited while being imported (sys.exit({_short_repr(exc.code)}))") from None
-    except Exception as exc:  # noqa: BLE001 - the target's own code failed: name it, whatever it raised
-        raise TargetError(f"importing {module_name} raised {type(exc).__name__}: "
-                          f"{protocol.exception_text(exc)[:300]}") from None
+        yield interrupted
+    finally:
+        os._exit = real_exit
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def _import(module_name: str) -> types.ModuleType:
+    """The module, imported here; whatever importing it does wrong (a syntax error, an exception, `sys.exit()`,
+    `os._exit()` or a KeyboardInterrupt at import) is a TargetError naming it, never this process ending."""
+    with _import_guard() as interrupted:
+        try:
+            return importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            raise TargetError(str(exc)) from None
+        except SyntaxError as exc:
+            raise TargetError(f"{module_name} does not compile: {exc.msg} ({exc.filename}, line {exc.lineno})") \
+                from None
+        except SystemExit as exc:
+            raise TargetError(f"{module_name} exited while being imported (sys.exit({_short_repr(exc.code)}))") \
+                from None
+        except _ExitAtImport as exc:
+            raise TargetError(f"{module_name} exited while being imported (os._exit({_short_repr(exc.args[0])}))") \
+                from None
+        except BaseException as exc:  # the target's own code failed: name it, whatever it raised; not a real Ctrl-C
+            if interrupted:
+                raise
+            raise TargetError(f"importing {module_name} raised {type(exc).__name__}"
+                              + (f": {text[:300]}" if (text := protocol.exception_text(exc)) else "")) from None
 
 
 def resolve_target(target: str) -> Callable[..., Any]:
