@@ -109,6 +109,21 @@ def test_a_cluster_queue_spec_that_is_not_a_mapping_is_named_by_its_path(dev_pla
     assert (problem.path, problem.allowed) == (f"head plan: resources[{index}].inputs.spec", "a mapping")
 
 
+@pytest.mark.parametrize("value", [[1], {"a": 1}, True, 2**63])
+def test_a_quota_that_is_not_a_quantity_is_one_problem_at_its_field_in_our_words(dev_plan, value):
+    """A quantity may be text or a number: a wrong one is one problem, not one per member of that union of types."""
+    index = next(i for i, r in enumerate(dev_plan["resources"]) if r["type"].endswith(":ClusterQueue"))
+    at = ("resources", index, "inputs", "spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota")
+
+    with pytest.raises(ConfigError) as refused:
+        review(dev_plan, replaced(dev_plan, at, value))
+
+    [problem] = refused.value.problems
+    assert problem.path == (f"head plan: resources[{index}].inputs.spec.resourceGroups[0].flavors[0].resources[0]"
+                            ".nominalQuota")
+    assert problem.allowed == "a Kubernetes quantity: text such as 500m or 16Gi, or a number below 2^63"
+
+
 def test_a_redacted_value_where_a_mapping_is_read_reads_as_absent(dev_plan):
     """A plan file holds `[secret]` where the engine marked a value secret, whatever its shape."""
     index = next(i for i, r in enumerate(dev_plan["resources"]) if r["type"] == "gcp:container/nodePool:NodePool")
