@@ -227,7 +227,7 @@ def _print_checks(results: list) -> None:
         if result.pod_sets:
             table = Table(box=None, pad_edge=False)
             for column in ("pod set", "pods", "requests per pod", "flavor", "node pools"):
-                table.add_column(column)
+                table.add_column(column, overflow="fold")  # values wrap, never cut (as in the plan table)
             for p in result.pod_sets:
                 requests = ", ".join(f"{k}={v}" for k, v in p.to_json()["requests"].items()) or "-"
                 pools = ", ".join(p.pools[:4]) + (f" (+{len(p.pools) - 4})" if len(p.pools) > 4 else "")

@@ -233,6 +233,22 @@ def test_workload_check_cli_refuses_another_kind_with_exit_2(runner, tmp_path):
     assert "JobSet (jobset.x-k8s.io/v1alpha2) or Job (batch/v1)" in result.output
 
 
+def test_workload_check_cli_table_wraps_a_long_value_and_never_cuts_it(runner, tmp_path):
+    resource = f"{'a' * 60}.{'a' * 60}.example.com/{'b' * 60}"  # a qualified name as long as Kubernetes allows
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "x", "labels": {"kueue.x-k8s.io/queue-name": "multislice-queue"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "i", "resources": {"requests": {resource: "7"}, "limits": {resource: "7"}}}]}}}}))
+
+    result = runner.invoke(app, ["workload", "check", str(path), "--stack", "dev", "--project-dir", str(ROOT)])
+
+    assert "…" not in result.output
+    table = result.output.split("\n  x ")[0]  # the table, before the problems
+    assert f"{resource}=7".replace("-", "") in "".join(table.split()).replace("-", "")
+
+
 @pytest.mark.parametrize("spec", [5, {"parallelism": 3, "template": {"spec": {"containers": "oops"}}},
                                   {"parallelism": -5, "template": {"spec": {"containers": []}}}])
 def test_workload_check_cli_refuses_a_malformed_job_with_exit_2_and_no_traceback(runner, tmp_path, spec):
