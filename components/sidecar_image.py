@@ -14,7 +14,6 @@ needs Artifact Registry Writer; the TPU node service account needs Artifact Regi
 """
 
 import os
-from pathlib import Path
 from typing import NotRequired, Optional, TypedDict
 
 import pulumi

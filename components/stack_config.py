@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pulumi
 from pulumi.runtime.config import CONFIG
 
 from tpuplane.components.errors import InvalidInput

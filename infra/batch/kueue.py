@@ -39,7 +39,6 @@ from tpuplane.infra.fleet.scheduling import (
     NODEPOOL_LABEL,
     TPU_RESOURCE,
     tpu_node_labels,
-    tpu_node_taints,
     tpu_tolerations,
 )
 

@@ -24,6 +24,7 @@ from conftest import REPO, STACKS
 from tpuplane.cli.plan import read_stack_file
 from tpuplane.infra.stack import load_stack_config
 from tpuplane.sandbox import lifecycle, toolchain
+from tpuplane.infra.batch.workload import JOBSET_NAME_LABEL
 from tpuplane.sandbox.kwok import COMPLETE_DELAY_ANNOTATION
 from tpuplane.sandbox.layout import SandboxState
 from tpuplane.sandbox.processes import marked
@@ -145,17 +146,20 @@ class LiveCluster:
 
     def clear(self, *namespaces: str, timeout: float = 120) -> None:
         """Delete every JobSet of the namespaces; return once their Workloads and pods are gone, so the quota and
-        the nodes are free for the next test."""
+        the nodes are free for the next test (other pods, such as the proxy janitor's, are not theirs to wait for)."""
         core = client.CoreV1Api(self.api)
         for namespace in namespaces:
             for name in self.jobsets(namespace):
                 self.custom().delete_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets",
                                                               name, propagation_policy="Background")
 
+        def pods(namespace: str) -> list[str]:
+            return [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector=JOBSET_NAME_LABEL).items]
+
         def left() -> list[str]:
             return [f"{kind} {n}/{name}" for n in namespaces for kind, names in (
                 ("JobSet", list(self.jobsets(n))), ("Workload", [w["metadata"]["name"] for w in self.workloads(n)]),
-                ("Pod", [p.metadata.name for p in core.list_namespaced_pod(n).items])) for name in names]
+                ("Pod", pods(n))) for name in names]
 
         until(lambda: not left(), f"{', '.join(namespaces)} emptied", timeout, still=left)
 
