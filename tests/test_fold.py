@@ -99,3 +99,22 @@ def test_a_small_diff_folds_nothing():
     head["resources"][0]["inputs"]["nodeConfig"]["labels"] = {"team": "a"}
 
     assert "[!NOTE]" not in render(diff_plans(parse_plan(base), parse_plan(head)))
+
+
+
+@pytest.mark.parametrize("kind", ["add", "remove", "change"])
+@pytest.mark.parametrize("count", [0, 1, 1000])
+def test_a_details_part_is_never_smaller_than_the_room_it_is_said_to_need(kind, count):
+    """The diff skips rendering a resource's details when less room is left than they need at the least: that
+    least is never more than the smallest details there can be (empty names, paths and values), so skipping never
+    leaves out a part that would have fit."""
+    from tpuplane.infra.review.diff_report import _DETAILS_LEAST, _DETAILS_ROW_LEAST, _md_details
+    from tpuplane.infra.review.plan_diff import Action, PropertyChange, ResourceChange
+
+    smallest = PropertyChange(path="", kind=kind, before=None if kind == "add" else "",
+                              after=None if kind == "remove" else "")
+    change = ResourceChange(urn="", type="", name="", action=Action.UPDATE, properties=(smallest,) * count)
+
+    rendered = sum(len(line) + 1 for line in _md_details(change))
+
+    assert rendered >= _DETAILS_LEAST + _DETAILS_ROW_LEAST * count

@@ -71,6 +71,12 @@ def _md_row(c: ResourceChange, context: DiffContext | None) -> list[str]:
             f"{md_code(short_type(c.type), cell=True)} | {shown} |"]
 
 
+# What `_md_details` writes whatever the values: its tags, headings and table frame, and per property a row of
+# five cells (`| + |  |  |  |  |` and its newline); a part needs at least that much room.
+_DETAILS_LEAST = 100
+_DETAILS_ROW_LEAST = 17
+
+
 def _md_details(change: ResourceChange) -> list[str]:
     count = f"{len(change.properties)} propert{'y' if len(change.properties) == 1 else 'ies'}"
     rows = [(_PROPERTY_SYMBOL[p.kind], md_code(p.path, cell=True),
@@ -118,7 +124,8 @@ def render_markdown(diff: PlanDiff, context: DiffContext | None = None, max_leng
         add_fleet(fold, context)
     for change in diff.changes:
         if change.properties:
-            fold.add(functools.partial(_md_details, change), what="resources' property details")
+            fold.add(functools.partial(_md_details, change), what="resources' property details",
+                     at_least=_DETAILS_LEAST + _DETAILS_ROW_LEAST * len(change.properties))
     return fold.text("`tpuplane diff BASE HEAD --format text` (or `json`) lists every change.")
 
 

@@ -28,12 +28,14 @@ class Folding:
     def _room(self) -> int:
         return self.limit - NOTE_RESERVE - self.size
 
-    def add(self, lines: list[str] | Callable[[], list[str]], *, what: str | None = None) -> bool:
+    def add(self, lines: list[str] | Callable[[], list[str]], *, what: str | None = None, at_least: int = 0
+            ) -> bool:
         """Add `lines` whole; with `what` (a part the report can do without), only when they fit, else count them
-        as folded. `lines` may be a function that renders them, called only when there is room left at all (a
-        report of 100,000 resources renders what it shows, not what it folds). Returns whether they were added."""
+        as folded. `lines` may be a function that renders them, called only when there is room left at all, and
+        at least `at_least` characters, what the caller knows the part needs before rendering it (a report of
+        100,000 resources renders what it shows, not what it folds). Returns whether they were added."""
         if callable(lines):
-            if what is not None and self._room() < SMALLEST_PART:
+            if what is not None and self._room() < max(SMALLEST_PART, at_least):
                 self.skip(what)
                 return False
             lines = lines()
