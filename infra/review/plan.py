@@ -227,8 +227,7 @@ def pool_vms(inputs: Mapping[str, Any] | NodePoolInputs) -> int:
     """VMs a pool holds at most: its static size, else the autoscaling ceiling (flex-start, queued pools)."""
     pool = node_pool(inputs)
     autoscaling = pool.autoscaling
-    for value in (pool.node_count, autoscaling and autoscaling.max_node_count,
-                  autoscaling and autoscaling.total_max_node_count, pool.initial_node_count):
+    for value in (pool.node_count, autoscaling and autoscaling.most, pool.initial_node_count):
         if value is not None:
             return value
     return 0

@@ -138,6 +138,16 @@ class Autoscaling(Inputs):
     total_min_node_count: Count | None = None
     total_max_node_count: Count | None = None
 
+    @property
+    def least(self) -> int | None:
+        """The pool's floor: per zone, else in total (GKE takes one or the other)."""
+        return self.total_min_node_count if self.min_node_count is None else self.min_node_count
+
+    @property
+    def most(self) -> int | None:
+        """The pool's ceiling: per zone, else in total."""
+        return self.total_max_node_count if self.max_node_count is None else self.max_node_count
+
 
 class Taint(Inputs):
     key: StrictStr | None = None

@@ -355,8 +355,7 @@ def pool_floor(inputs: Mapping[str, Any] | NodePoolInputs) -> int:
     """VMs a pool always holds: its static size, else its autoscaling minimum (0: it scales from zero)."""
     pool = node_pool(inputs)
     if pool.autoscaling is not None:
-        low = pool.autoscaling.min_node_count
-        return (pool.autoscaling.total_min_node_count if low is None else low) or 0
+        return pool.autoscaling.least or 0
     return pool_vms(pool)
 
 
@@ -364,13 +363,8 @@ def pool_size(inputs: Mapping[str, Any] | NodePoolInputs) -> str:
     """"4" for a fixed pool, "1-10" for an autoscaled one."""
     pool = node_pool(inputs)
     autoscaling = pool.autoscaling
-    if autoscaling is not None:
-        low = autoscaling.min_node_count if autoscaling.min_node_count is not None else \
-            autoscaling.total_min_node_count
-        high = autoscaling.max_node_count if autoscaling.max_node_count is not None else \
-            autoscaling.total_max_node_count
-        if high is not None:
-            return f"{low or 0}-{high}"
+    if autoscaling is not None and autoscaling.most is not None:
+        return f"{autoscaling.least or 0}-{autoscaling.most}"
     size = pool.node_count if pool.node_count is not None else pool.initial_node_count
     return "" if size is None else str(size)
 
