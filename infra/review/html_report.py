@@ -149,6 +149,7 @@ def _queues(summary: FleetSummary) -> str:
 
 def _costs(summary: FleetSummary, prices: PriceTable) -> str:
     lines = fleet_cost(summary, prices)
+    unpriced = unpriced_note(lines)
     rows = "".join(
         f'<tr><td>{_e(c.generation)}</td><td><i style="color:{CAPACITY_COLOURS.get(c.capacity, "#57606a")}">'
         f'&#9632;</i> {_e(c.capacity)}</td><td class="num">{c.chips_text}'
@@ -157,7 +158,7 @@ def _costs(summary: FleetSummary, prices: PriceTable) -> str:
     return ('<table id="costs"><thead><tr><th>Generation</th><th>Capacity</th><th class="num">Chips</th>'
             '<th class="num">Chip-hours / month</th><th class="num">Est. monthly</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"
-            + (f'<p class="note unpriced">The total is {_e(unpriced_note(lines))}.</p>' if unpriced_note(lines) else "")
+            + (f'<p class="note unpriced">The total is {_e(unpriced)}.</p>' if unpriced else "")
             + f'<p class="note">{_e(prices.note)}</p>')
 
 

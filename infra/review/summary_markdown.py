@@ -41,13 +41,14 @@ def summary_markdown(summary: FleetSummary, prices: PriceTable, heading: str = "
         lines += table(("Pool group", "TPU type", "Machine type", "Capacity", "Reservation", "Slices", "VMs",
                         "Chips", "Est. monthly"), _pool_rows(summary, prices), right=4)
         costs = fleet_cost(summary, prices)
+        unpriced = unpriced_note(costs)
         lines += ["", *table(("Generation", "Capacity", "Chips", "Chip-hours/month", "Est. monthly"),
                              [(md_text(c.generation), md_text(c.capacity), c.chips_text, c.chip_hours_text,
                                md_text(money_range(c.monthly_min, c.monthly, prices.currency))) for c in costs],
                              right=3),
                   "", f"**{totals_text(costs)[0]} TPU chips, est. "
                       f"{md_text(money_range(total(costs, minimum=True), total(costs), prices.currency))}/month"
-                      f"{md_text(f' ({unpriced_note(costs)})' if unpriced_note(costs) else '')}.** "
+                      f"{md_text(f' ({unpriced})' if unpriced else '')}.** "
                       f"_{md_text(prices.note)}_"]
     else:
         lines.append("No TPU node pools.")
