@@ -196,11 +196,11 @@ def _mask_assignments(text: str) -> str:
 
 
 # What every secret in free text but a well-known token (`_TOKEN`) contains at least one of: a secret-named key's
-# word, userinfo before an `@`, a query parameter. Searched in lowercased text (a case-insensitive alternation is
-# ten times slower), each regex only where it can hit. Text with none is returned as it is: an email address,
+# word (SECRET_KEY's own, and those of the schemes, headers and PEM blocks masked in text), userinfo before an `@`,
+# a query parameter. Searched in lowercased text (a case-insensitive alternation is ten times slower), each regex
+# only where it can hit. Text with none is returned as it is: an email address,
 # `oauthScopes` or a `/auth/` scope URL alone hold no secret.
-_SECRET_WORD = re.compile(r"password|passwd|passphrase|secret|token|api[_-]?key|private|credential|bearer|basic"
-                          r"|docker|begin|cookie")
+_SECRET_WORD = re.compile(_SECRET_WORDS + r"|private|basic|docker|begin|cookie")
 # `auth`/`authorization` as a word of its own (a key, a flag, an env name), not inside `oauth` or a `/auth/` URL
 _AUTH_KEY = re.compile(r"(?<![a-z/])auth(?:orization)?(?![a-z0-9_/])|auth[_-]?key")
 _USERINFO_BEFORE_AT = re.compile(r"//[^/?#\s]*@|:[^\s/?#@\"']+@")
