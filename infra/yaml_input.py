@@ -269,7 +269,6 @@ def load_json(text: str, source: str, hint: str = "") -> Any:
         raise ConfigError.at(source, str(exc).split(":")[0][:80], "a JSON document of finite numbers, each key once",
                              hint) from None
     except RecursionError:
-        value = None
         raise ConfigError.at(source, f"nesting deeper than {MAX_DEPTH}", f"at most {MAX_DEPTH} levels", hint) from None
     return value
 

@@ -20,7 +20,7 @@ from tpuplane.infra.stack import StackConfig
 from tpuplane.infra.fleet.nodes import node_objects, stack_nodes
 from tpuplane.sandbox import certs, controllers, control_plane, kwok
 from tpuplane.sandbox.cluster_api import ClusterApi
-from tpuplane.sandbox.layout import STATE_FILE, Paths, Ports, ProcessRecord, SandboxState, UnreadableState
+from tpuplane.sandbox.layout import Paths, Ports, ProcessRecord, SandboxState, UnreadableState
 from tpuplane.sandbox.processes import (
     Launcher,
     Started,
@@ -264,9 +264,7 @@ def down(directory: Path, keep_logs: bool = False) -> list[str]:
     try:
         state = SandboxState.load(directory)
     except UnreadableState:
-        state = None
-        if not (directory / STATE_FILE).is_file():
-            return []
+        state = None  # its processes are still found by the folder's marker, below
     else:
         if state is None:
             if directory.exists() and not any(directory.iterdir()):

@@ -29,6 +29,7 @@ from typing import Any
 
 from tpuplane.infra.fleet.machines import Allocatable
 from tpuplane.infra.fleet.catalog import TpuSpec
+from tpuplane.infra.naming import INT32_MAX
 from tpuplane.infra.pathways.images import pull_policy
 from tpuplane.infra.pathways.proxy import PROXY_RESOURCES
 from tpuplane.infra.quantity import parse_quantity
@@ -122,7 +123,6 @@ def pathways_cpu_requirements() -> Allocatable:
 
 SERVICE_MAX_RESTARTS = 100  # crashes that recreate the JobSet before it is declared Failed (evictions are free)
 WORKER_RESTARTS_PER_VM = 1_000_000  # in-place worker restarts are how the service heals; never run out
-_INT32_MAX = 2**31 - 1
 DEFAULT_SHM_DIR = "/tmp/shared-memory"  # worker <-> sidecar shared memory (RAM-backed emptyDir)
 SHM_DIRECTORY_ENV = "CLOUD_PATHWAYS_SIDECAR_SHM_DIRECTORY"
 SIDECAR_PROBE_PERIOD_SECONDS = 2
@@ -254,7 +254,7 @@ def _worker_job(name: str, *, spec: TpuSpec, slices: int, capacity: str, server_
             # One slice per node pool, and no other slice's pods on it.
             "metadata": {"annotations": {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODEPOOL_LABEL}},
             "spec": {
-                "backoffLimit": min(vms * WORKER_RESTARTS_PER_VM, _INT32_MAX),
+                "backoffLimit": min(vms * WORKER_RESTARTS_PER_VM, INT32_MAX),
                 "completionMode": "Indexed",
                 "completions": vms,
                 "parallelism": vms,

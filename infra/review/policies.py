@@ -291,9 +291,9 @@ def reservation_fits_pools(resources: Sequence[PlannedResource]) -> Iterator[tup
                 yield pool.urn, (f"consumes reservation {_reservation_key(reservation)} in zone {zone}, but its "
                                  f"nodes are in {', '.join(locations)}: set nodeLocations = [\"{zone}\"].")
         count = specific.get("count")
-        needed = sum(pool_vms(p.inputs) for p in pools)
+        needed = sum(pool_vms(p.read()) for p in pools)
         if isinstance(count, int) and needed > count:
-            names = ", ".join(f"{p.name} ({pool_vms(p.inputs)})" for p in pools)
+            names = ", ".join(f"{p.name} ({pool_vms(p.read())})" for p in pools)
             yield reservation.urn, (f"reservation holds {count} VMs but its pools need {needed}: {names}. "
                                     "Reduce the slices, or raise specificReservation.count.")
 
@@ -334,7 +334,7 @@ def kueue_tpu_quota_matches_pools(resources: Sequence[PlannedResource]) -> Itera
                                   "write it as an integer.")
             else:
                 quota += chips
-    pools = [(r, tpu) for r in resources if r.type == NODE_POOL and (tpu := tpu_pool(r.inputs)) is not None
+    pools = [(r, tpu) for r in resources if r.type == NODE_POOL and (tpu := tpu_pool(r.read())) is not None
              and DEDICATED_KEY not in ((r.inputs.get("nodeConfig") or {}).get("labels") or {})]
     capacity = sum(tpu.chips for _, tpu in pools)  # pools dedicated to a service are not Kueue's to admit
     if quota != capacity:
