@@ -182,20 +182,28 @@ def _get_jobset(kube: "BatchApi", namespace: str, name: str) -> dict[str, Any]:
 def _live_check(kube: "BatchApi", jobset: dict[str, Any], flavors: list, cluster_queues: list,
                 local_queues: list) -> tuple[Any, tuple]:
     """The scheduling check on the cluster's queues and nodes, when the nodes can be read (None otherwise)."""
-    from tpuplane.infra.batch.cluster_facts import as_manifest, cluster_facts
-
-    from tpuplane.runtime.batch_api import PRIORITY_CLASSES
+    from tpuplane.infra.batch.cluster_facts import as_manifest
 
     nodes = optional_read(kube.list_nodes, None)
     if nodes is None:
         return None, ()
-    facts = cluster_facts(flavors, cluster_queues, local_queues, nodes,
-                          optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None),
-                          optional_read(kube.list_claims, None))
+    facts = _cluster_facts(kube, flavors, cluster_queues, local_queues, nodes)
     try:
         return _check(as_manifest(jobset), facts), facts.pools
     except (ConfigError, ImportError):  # a JobSet the check cannot read, or no infra extra: no check
         return None, facts.pools
+
+
+def _cluster_facts(kube: "BatchApi", flavors: list, cluster_queues: list, local_queues: list,
+                   nodes: list) -> "StackFacts":
+    """The check's facts from the cluster's objects, with what only adds detail (its WorkloadPriorityClasses and
+    PersistentVolumeClaims) read where RBAC lets."""
+    from tpuplane.infra.batch.cluster_facts import cluster_facts
+    from tpuplane.runtime.batch_api import PRIORITY_CLASSES
+
+    return cluster_facts(flavors, cluster_queues, local_queues, nodes,
+                         optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None),
+                         optional_read(kube.list_claims, None))
 
 
 def _check(manifest: dict[str, Any], facts: "StackFacts") -> Any:
@@ -405,21 +413,18 @@ def _place(jobsets: list[dict[str, Any]], namespace: Optional[str], default: str
 
 def _refusals(kube: "BatchApi", jobsets: list[dict[str, Any]], cfg: Any) -> list[str]:
     """Why `workload check` says some JobSet could never run: on the stack, or on the cluster's queues and nodes."""
-    from tpuplane.runtime.batch_api import CLUSTER_QUEUES, LOCAL_QUEUES, PRIORITY_CLASSES, RESOURCE_FLAVORS
+    from tpuplane.runtime.batch_api import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS
 
     if cfg is not None:
         from tpuplane.infra.batch.schedule_check import stack_facts
 
         facts = stack_facts(cfg.tpu_pools, cfg.batch, cfg.storage)
     else:
-        from tpuplane.infra.batch.cluster_facts import cluster_facts
         from tpuplane.runtime.batch_api import ApiCallFailed
 
         try:
-            facts = cluster_facts(kube.list_objects(RESOURCE_FLAVORS), kube.list_objects(CLUSTER_QUEUES),
-                                  kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes(),
-                                  optional_read(lambda: kube.list_objects(PRIORITY_CLASSES), None),
-                                  optional_read(kube.list_claims, None))
+            facts = _cluster_facts(kube, kube.list_objects(RESOURCE_FLAVORS), kube.list_objects(CLUSTER_QUEUES),
+                                   kube.list_objects(LOCAL_QUEUES, None), kube.list_nodes())
         except ApiCallFailed as error:
             if error.status != 403:
                 raise

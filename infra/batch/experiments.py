@@ -24,6 +24,7 @@ from typing import Any, Union
 
 from pydantic import Field
 
+from tpuplane.infra.batch.api_objects import field, labels
 from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.args import Source, read
 from tpuplane.infra.errors import ConfigError, Problem
@@ -189,14 +190,11 @@ def _with_spec_digest(jobset: dict[str, Any]) -> dict[str, Any]:
 def same_trial(submitted: dict[str, Any], jobset: dict[str, Any]) -> bool | None:
     """Is the `submitted` JobSet this very trial (True), another spec of the same trial (False), or not a trial of
     this experiment at all (None)?"""
-    def meta(obj: dict[str, Any], key: str) -> dict[str, Any]:
-        return (obj.get("metadata") or {}).get(key) or {}
-
-    mine, theirs = meta(jobset, "labels"), meta(submitted, "labels")
+    mine, theirs = labels(jobset), labels(submitted)
     if not mine.get(TRIAL_LABEL) or any(mine.get(k) != theirs.get(k) for k in (EXPERIMENT_LABEL, TRIAL_LABEL)):
         return None
-    return meta(jobset, "annotations").get(TRIAL_SPEC_ANNOTATION) == meta(submitted, "annotations").get(
-        TRIAL_SPEC_ANNOTATION)
+    return (field(jobset, "metadata", "annotations", TRIAL_SPEC_ANNOTATION)
+            == field(submitted, "metadata", "annotations", TRIAL_SPEC_ANNOTATION))
 
 
 def load_experiment(path: Path) -> ExperimentSpec:
