@@ -14,8 +14,13 @@ from typing import Any, Callable
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from tpuplane.infra.errors import Problem, problems_of
+
+# CI (`.ci/run`) draws the same examples on every run, so a red CI is the commit's, never the dice's; a local run
+# draws fresh ones each time, which is where new bugs turn up (a failure prints the example to reproduce).
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = REPO / "stacks"

@@ -6,7 +6,7 @@ the mocks (GCP and Kubernetes cannot exist here) with every rendered manifest va
 schemas, every name within its limits, and Kueue's quota equal to the capacity it stands for. Any other
 exception is a bug.
 
-A local run draws 60 examples; CI (`.ci/run`) draws 500, and the nightly profile more:
+A local run draws 60 fresh examples; CI (`.ci/run`) draws 500, the same on every run; a long hunt draws more:
 `TPUPLANE_FUZZ_EXAMPLES=5000 pytest tests/test_config_fuzz.py`.
 """
 

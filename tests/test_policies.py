@@ -176,6 +176,17 @@ def test_kueue_quota_given_as_a_string_counts():
     assert check_stack(kueue_tpu_quota_matches_pools, node_pool("a"), cluster_queue(tpu_quota="16")) == []
 
 
+def test_kueue_quota_in_the_api_servers_canonical_form_counts():
+    assert check_stack(kueue_tpu_quota_matches_pools, node_pool("a"), node_pool("b"),
+                       cluster_queue(tpu_quota="32000m")) == []
+
+
+@pytest.mark.parametrize("quota", ["1500m", "16Gx", "-16"])
+def test_kueue_quota_that_is_not_whole_chips_is_named(quota):
+    violations = check_stack(kueue_tpu_quota_matches_pools, node_pool("a"), cluster_queue(tpu_quota=quota))
+    assert f"nominalQuota {quota!r} of google.com/tpu is not a whole number of chips" in violations[0].message
+
+
 def test_kueue_quota_short_of_pool_chips_names_the_right_quota():
     [violation] = check_stack(kueue_tpu_quota_matches_pools, node_pool("a"), node_pool("b"),
                               cluster_queue(tpu_quota=16))

@@ -25,6 +25,7 @@ from tpuplane.infra.review.plan import CLUSTER, NODE_POOL, RESERVATION, Plan, Pl
 from tpuplane.infra.fleet.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
 from tpuplane.infra.fleet.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
 from tpuplane.infra.naming import GKE_MAX_NODES
+from tpuplane.infra.quantity import parse_quantity
 from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, TPU_RESOURCE, TPU_TAINT_KEY
 
 
@@ -311,11 +312,12 @@ def _tpu_quotas(queue: PlannedResource) -> Iterator[Any]:
 
 
 def _whole_number(quantity: Any) -> int | None:
-    if isinstance(quantity, int) and not isinstance(quantity, bool):
-        return quantity
-    if isinstance(quantity, str) and quantity.isdigit():
-        return int(quantity)
-    return None
+    """Chips in a quota, in any form the API server accepts (`8000`, its canonical `8k`); None unless whole."""
+    try:
+        value = parse_quantity(quantity)
+    except ValueError:
+        return None
+    return int(value) if value >= 0 and value == value.to_integral_value() else None
 
 
 @_stack_rule("kueue-tpu-quota-matches-pools",
