@@ -64,6 +64,16 @@ def parse_quantity(quantity: object) -> Decimal:
     return _parse(quantity)[0]
 
 
+def whole_amount(quantity: object) -> int | None:
+    """A count (chips, pods) in any form the API server takes or writes it (8000 is stored as `8k`); None when it
+    is not a quantity, or not a whole one of at least 0."""
+    try:
+        value = parse_quantity(quantity)
+    except ValueError:
+        return None
+    return int(value) if value >= 0 and value == value.to_integral_value() else None
+
+
 def canonical_quantity(quantity: Amount) -> str:
     """The canonical text of a quantity (an int counts as a plain decimal amount)."""
     value, binary = _parse(quantity)

@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from conftest import REPO
@@ -103,6 +104,20 @@ def test_html_report_shows_the_teams_storage_and_every_iam_grant(page, tmp_path)
     assert elements(dom, "table", id="storage") and "gs://acme-ml-datasets/imagenet" in dom
     assert elements(dom, "table", id="grants") and "roles/storage.objectViewer" in dom
     assert "dashboard <code>TPU fleet fleet-dev</code>" in dom
+
+
+def test_html_report_draws_a_quota_the_api_server_writes_with_a_suffix(tmp_path):
+    config = {"config": {"gcp:project": "acme-ml", "gcp:region": "us-east5",
+                         "tpuplane:cluster": {"name": "fleet", "zone": "us-east5-b"},
+                         "tpuplane:tpuPools": [{"name": "train", "tpuType": "tpu7x-16000", "capacity": "spot"}]}}
+    stack = tmp_path / "Pulumi.big.yaml"
+    stack.write_text(yaml.safe_dump(config))
+    path = tmp_path / "fleet.html"
+    result = CliRunner().invoke(app, ["plan", "--project-dir", str(REPO), "--config", str(stack), "--format", "html",
+                                      "--out", str(path)])
+    assert result.exit_code == 0, result.stderr
+
+    assert '<span class="bar" title="8000 of 8000 chips">' in path.read_text()  # the quota is stored as 8k
 
 
 @needs_chromium

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
-from tpuplane.infra.quantity import parse_quantity
+from tpuplane.infra.quantity import parse_quantity, whole_amount
 
 
 @given(st.integers(0, 2**20), st.sampled_from(["", "n", "u", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti"]))
@@ -36,3 +36,13 @@ def test_numbers_as_yaml_writes_them_are_quantities():
     assert parse_quantity(0.5) == Decimal("0.5")
     assert parse_quantity(4) == 4
     assert parse_quantity("7Ei") == 7 * 2**60
+
+
+@pytest.mark.parametrize("text, count", [("8k", 8000), (8000, 8000), ("8000", 8000), ("16000m", 16), ("0", 0)])
+def test_a_count_reads_in_any_form_the_api_server_writes_it(text, count):
+    assert whole_amount(text) == count
+
+
+@pytest.mark.parametrize("text", ["1500m", "-16", "lots", None, 1.5])
+def test_what_is_not_a_whole_count_is_none(text):
+    assert whole_amount(text) is None

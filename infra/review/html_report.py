@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Sequence
 
+from tpuplane.infra.quantity import whole_amount
 from tpuplane.infra.review.cost import PriceTable, fleet_cost, money_range, total, totals_text, unpriced_note
 from tpuplane.infra.review.markup import html_text as _e
 from tpuplane.infra.review.plan import Plan, PlannedResource
@@ -134,9 +135,10 @@ def _queues(summary: FleetSummary) -> str:
         for x in q.quotas:
             bar = ""
             capacity = flavor_chips.get(x.flavor, 0)
-            if x.resource == "google.com/tpu" and capacity and x.nominal.isdigit():
-                share = min(1.0, int(x.nominal) / capacity)
-                bar = (f'<span class="bar" title="{int(x.nominal)} of {capacity} chips">'
+            chips = whole_amount(x.nominal) if x.resource == "google.com/tpu" else None
+            if capacity and chips is not None:
+                share = min(1.0, chips / capacity)
+                bar = (f'<span class="bar" title="{chips} of {capacity} chips">'
                        f'<i style="width:{share * 100:.0f}%"></i></span>')
             rows.append(f"<tr><td><code>{_e(q.name)}</code></td><td>{_e(q.cohort or '-')}</td>"
                         f"<td><code>{_e(x.flavor)}</code></td><td>{_e(x.resource)}</td>"

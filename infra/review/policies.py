@@ -25,7 +25,7 @@ from tpuplane.infra.review.plan import CLUSTER, NODE_POOL, RESERVATION, Plan, Pl
 from tpuplane.infra.fleet.cluster import PRODUCTION_LABEL, WORKLOAD_POOL_SUFFIX
 from tpuplane.infra.fleet.nodepools import RESERVATION_KEY as RESERVATION_NAME_KEY
 from tpuplane.infra.naming import GKE_MAX_NODES
-from tpuplane.infra.quantity import parse_quantity
+from tpuplane.infra.quantity import whole_amount
 from tpuplane.infra.fleet.scheduling import DEDICATED_KEY, TPU_RESOURCE, TPU_TAINT_KEY
 
 
@@ -311,15 +311,6 @@ def _tpu_quotas(queue: PlannedResource) -> Iterator[Any]:
                     yield resource.get("nominalQuota")
 
 
-def _whole_number(quantity: Any) -> int | None:
-    """Chips in a quota, in any form the API server accepts (`8000`, its canonical `8k`); None unless whole."""
-    try:
-        value = parse_quantity(quantity)
-    except ValueError:
-        return None
-    return int(value) if value >= 0 and value == value.to_integral_value() else None
-
-
 @_stack_rule("kueue-tpu-quota-matches-pools",
              "The google.com/tpu nominalQuota of the Kueue ClusterQueues equals the chips the TPU node pools hold, "
              "less the pools dedicated to a service (label tpuplane.dev/dedicated).")
@@ -330,7 +321,7 @@ def kueue_tpu_quota_matches_pools(resources: Sequence[PlannedResource]) -> Itera
     quota = 0
     for queue in queues:
         for quantity in _tpu_quotas(queue):
-            chips = _whole_number(quantity)
+            chips = whole_amount(quantity)
             if chips is None:
                 yield queue.urn, (f"nominalQuota {quantity!r} of {TPU_RESOURCE} is not a whole number of chips: "
                                   "write it as an integer.")
