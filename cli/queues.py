@@ -41,8 +41,9 @@ def _table(title: str, columns: Sequence[str], rows: list[tuple[str, ...]]) -> T
 def queues_command(
     team: Optional[str] = typer.Option(None, "--team", help="Only this team's ClusterQueue, its LocalQueues and "
                                                             "its cohort."),
-    resource: str = typer.Option(TPU_RESOURCE, "--resource", help="The resource the tables show: google.com/tpu "
-                                                                  "(chips), cpu, memory, ..."),
+    resource: Optional[str] = typer.Option(None, "--resource", help="The resource the tables show: google.com/tpu "
+                                                                    "(chips, the default where queues cover it), "
+                                                                    "cpu, memory, ..."),
     fmt: OutputFormat = FORMAT,
     context: Optional[str] = CONTEXT,
     kubeconfig: Optional[str] = KUBECONFIG,
@@ -72,8 +73,10 @@ def queues_command(
             note = f"LocalQueues of namespace {namespace} only: listing every namespace is forbidden"
     book = QueueBook(cluster_queues, local_queues)
     covered = sorted({r for q in book.cluster_queues.values() for _, r in q.quotas})
-    if covered and resource not in covered:
+    if resource is not None and covered and resource not in covered:
         fail(f"--resource: got {resource!r}; allowed: a resource the ClusterQueues cover: {', '.join(covered)}")
+    if resource is None:  # a cluster whose queues hold no TPU quota shows what they do hold
+        resource = TPU_RESOURCE if TPU_RESOURCE in covered or not covered else covered[0]
     chosen = None
     if team is not None:
         if team not in book.cluster_queues:
@@ -81,6 +84,8 @@ def queues_command(
                  f"{', '.join(book.cluster_queues) or 'none'}")
         cohort = book.cluster_queues[team].cohort
         chosen = [team]
+    if note:
+        console(stderr=True).print(f"note: {one_line(note)}")
     if fmt is OutputFormat.json:
         echo_json(queues_json(book, chosen))
         return
@@ -95,5 +100,3 @@ def queues_command(
     cohorts = cohort_rows(book, resource, None if team is None else [cohort])
     if cohorts:
         out.print(_table(f"Cohorts ({one_line(resource)})", COHORT_COLUMNS, cohorts))
-    if note:
-        console(stderr=True).print(f"note: {one_line(note)}")

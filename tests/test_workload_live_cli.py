@@ -277,6 +277,31 @@ def test_queues_for_a_team_the_cluster_does_not_have(world):
                                   "team-b, unassigned")
 
 
+@pytest.fixture
+def cpu_only(standin):
+    """A cluster whose one ClusterQueue holds CPU quota and no TPU chips."""
+    queue = rk.cluster_queue("batch", 32)
+    queue["spec"]["resourceGroups"] = [{"coveredResources": ["cpu"], "flavors": [
+        {"name": rk.CPU_FLAVOR, "resources": [{"name": "cpu", "nominalQuota": "48"}]}]}]
+    standin.serve("/apis/kueue.x-k8s.io/v1beta2/clusterqueues", object_list("ClusterQueue", [queue]))
+    standin.serve("/apis/kueue.x-k8s.io/v1beta2/localqueues", object_list("LocalQueue", []))
+    return standin
+
+
+def test_queues_json_of_a_cluster_without_tpu_quota(cpu_only):
+    result = tpuplane("queues", "--kubeconfig", str(cpu_only.kubeconfig), "-f", "json")
+
+    assert result.exit_code == 0, result.output
+    assert [q["name"] for q in json.loads(result.stdout)["clusterQueues"]] == ["batch"]
+
+
+def test_queues_tables_of_a_cluster_without_tpu_quota_show_what_it_holds(cpu_only):
+    result = tpuplane("queues", "--kubeconfig", str(cpu_only.kubeconfig))
+
+    assert result.exit_code == 0, result.output
+    assert "ClusterQueues (cpu)" in result.stdout
+
+
 def test_queues_for_a_resource_no_queue_covers(world):
     result = tpuplane("queues", "--resource", "nvidia.com/gpu", "--kubeconfig", str(world.kubeconfig))
 
