@@ -142,6 +142,38 @@ def test_workload_render_mount_help_says_where_a_pathways_workload_mounts_the_st
     assert "(with --pathways: in every Pathways worker and in the program's container beside the head)" in help_text
 
 
+@pytest.fixture
+def disk_stack(tmp_path) -> list[str]:
+    """The prod stack with a read-write Persistent Disk for the default team (it attaches to one node)."""
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.prod.yaml").read_text())
+    document["config"]["tpuplane:storage"]["volumes"].append(
+        {"name": "scratch", "disk": {"location": "us-east5-b", "disk": "scratch-disk", "size": "500Gi"},
+         "teams": ["default"]})
+    path = tmp_path / "Pulumi.disk.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return ["--config", str(path), "--project-dir", str(REPO)]
+
+
+def render_on_one_v6e_8_vm_with_pathways(stack: list[str], *options: str):
+    return CliRunner().invoke(root, ["workload", "render", "--tpu-type", "v6e-8", "--machine-type",
+                                     "ct6e-standard-8t", "--capacity", "flex-start", "--pathways", "--gcs-scratch",
+                                     "gs://acme-scratch", "--jax-version", "0.9.0", "--mount", "scratch:/scratch",
+                                     *options, *stack])
+
+
+def test_a_read_write_disk_counts_the_pathways_head_that_runs_the_program(disk_stack):
+    """One v6e-8 worker, and the program's pod beside the head on a CPU node: two nodes for a one-node disk."""
+    result = render_on_one_v6e_8_vm_with_pathways(disk_stack, "--image", "img:1", "--command", "python train.py")
+
+    assert result.exit_code == 2 and "this workload has 2 pods" in " ".join(result.output.split()), result.output
+
+
+def test_a_read_write_disk_serves_a_headless_pathways_cluster_of_one_worker(disk_stack):
+    result = render_on_one_v6e_8_vm_with_pathways(disk_stack, "--headless")
+
+    assert result.exit_code == 0, result.output
+
+
 def test_workload_render_refuses_a_mount_the_namespace_may_not_use():
     result = CliRunner().invoke(root, [*BASE, "--namespace", "evals", "--queue", "evals", "--capacity", "spot",
                                        "--mount", "checkpoints:/ckpt", *PATHWAYS_STACK])

@@ -350,9 +350,10 @@ def parsed_mounts(spec: TpuWorkloadSpec, mounts_at: str = MOUNTS) -> tuple[list[
     return mounts, problems
 
 
-def workload_pods(spec: TpuWorkloadSpec) -> int:
-    """Pods of the whole workload: one per VM of every slice of every job."""
-    total = 0
+def mounting_pods(spec: TpuWorkloadSpec) -> int:
+    """Pods that mount the workload's storage: one per VM of every slice of every job, and the head of a per-job
+    Pathways cluster when the program runs beside it (on a CPU node of its own)."""
+    total = 1 if spec.pathways is not None and not spec.pathways.headless else 0
     for job in spec.jobs:
         try:
             total += job.slices * job.spec.vms_per_slice
@@ -371,7 +372,7 @@ def _mount_problems(spec: TpuWorkloadSpec, storage: TeamStorageSpec | None, moun
     if problems:
         return problems
     return mount_problems(mounts, storage.storages, namespace=spec.namespace or DEFAULT_NAMESPACE,
-                          pods=workload_pods(spec), path=mounts_at)
+                          pods=mounting_pods(spec), path=mounts_at)
 
 
 def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None,
