@@ -134,16 +134,20 @@ def test_a_redacted_value_where_a_mapping_is_read_reads_as_absent(dev_plan):
 
 
 def test_resources_that_are_their_own_ancestors_are_refused(dev_plan):
-    """A parent loop would walk the component tree forever."""
+    """A parent loop would walk the component tree forever. Only the loop's members are named: the resources below
+    it are not their own ancestors."""
     head = copy.deepcopy(dev_plan)
-    first, second = head["resources"][0], head["resources"][1]
-    first["parent"], second["parent"] = second["urn"], first["urn"]
+    resources = head["resources"]
+    parents = {r.get("parent") for r in resources}
+    a = next(i for i, r in enumerate(resources) if r["urn"] in parents and r.get("parent"))  # a component
+    b = next(i for i, r in enumerate(resources) if r["urn"] not in parents)  # a leaf
+    resources[a]["parent"], resources[b]["parent"] = resources[b]["urn"], resources[a]["urn"]
 
     with pytest.raises(ConfigError) as refused:
         review(dev_plan, head)
 
     paths = {p.path for p in refused.value.problems}
-    assert paths >= {"head plan: resources[0].parent", "head plan: resources[1].parent"}
+    assert paths == {f"head plan: resources[{a}].parent", f"head plan: resources[{b}].parent"}
 
 
 def test_a_secret_entry_of_a_list_the_summary_reads_is_left_out(dev_plan):

@@ -185,20 +185,20 @@ def parse_plan(raw: object, source: str = "plan") -> Plan:
 
 
 def _in_parent_loops(plan: Plan) -> list[int]:
-    """The indexes of resources whose chain of parents comes back to itself; each chain is walked once."""
+    """The indexes of resources that are their own ancestors (the members of each loop, not the resources below
+    one, whose only fault is their ancestor's); each chain of parents is walked once."""
     parents = {r.urn: r.parent for r in plan.resources}
-    settled: set[str] = set()  # chains known to end at a root
+    walked: set[str] = set()  # chains already followed to a root or into a loop
     looped: set[str] = set()
     for r in plan.resources:
         chain: list[str] = []
         urn: str | None = r.urn
-        while urn in parents and urn not in settled and urn not in looped and urn not in chain:
+        while urn in parents and urn not in walked and urn not in chain:
             chain.append(urn)
             urn = parents[urn]
-        if urn in chain or urn in looped:
-            looped.update(chain)
-        else:
-            settled.update(chain)
+        if urn in chain:
+            looped.update(chain[chain.index(urn):])
+        walked.update(chain)
     return [i for i, r in enumerate(plan.resources) if r.urn in looped]
 
 
