@@ -52,45 +52,116 @@ def processes_marked(directory: Path) -> list[int]:
     return marked(str(directory))
 
 
-class Sandboxes:
-    """One sandbox at a time, per stack config file, reused by every test that asks for that stack: asking for
-    another stack stops the one that runs (the machine has two cores). `applied=True` brings the stack's
-    Kubernetes half up with the engine first (a no-op when it is), `applied=False` takes it down (likewise)."""
+# The stacks the shared sandboxes play, as the `sandbox` mark names them (config files, relative to the repository).
+DEV, PROD, PATHWAYS = "stacks/Pulumi.dev.yaml", "stacks/Pulumi.prod.yaml", "stacks/Pulumi.pathways.yaml"
 
-    def __init__(self, root: Path):
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "sandbox(config, applied=True): the test runs on the session's sandbox of "
+                                       "this stack config, its Kubernetes half applied (or not)")
+
+
+@dataclass(frozen=True)
+class SandboxMark:
+    """What a test's `sandbox` mark asks for: the stack config's path, and whether its half is applied."""
+
+    config_file: Path
+    applied: bool
+
+    @classmethod
+    def of(cls, node: pytest.Item | pytest.Collector) -> "SandboxMark | None":
+        mark = node.get_closest_marker("sandbox")
+        return None if mark is None else cls((REPO / mark.args[0]).resolve(), mark.kwargs.get("applied", True))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of one stack run together, whatever their file, so that each stack's sandbox comes up once (the
+    machine runs one at a time); tests with a sandbox of their own, or none, run first. Within a stack, the tests
+    that need its Kubernetes half unapplied go first: a fresh sandbox is, and applying happens once after them."""
+    stacks: dict[Path, int] = {}
+    for item in items:
+        if (mark := SandboxMark.of(item)) is not None:
+            stacks.setdefault(mark.config_file, len(stacks))
+
+    def order(indexed: tuple[int, pytest.Item]) -> tuple[int, bool, int]:
+        index, item = indexed
+        mark = SandboxMark.of(item)
+        return (-1, False, index) if mark is None else (stacks[mark.config_file], mark.applied, index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=order)]
+
+
+class Sandboxes:
+    """One sandbox at a time, per stack config file, reused by every test marked for that stack: a test marked for
+    another stack stops the one that runs (the machine has two cores). `applied=True` brings the stack's
+    Kubernetes half up with the engine first, `applied=False` takes it down; each only when it is not so already
+    (a test that applies or destroys the half itself says so with `changed_half`)."""
+
+    def __init__(self, root: Path, config: pytest.Config):
         self.root = root
+        self.config = config
         self.current: tuple[Path, SandboxState] | None = None
+        self.applied: bool | None = None  # None: not known (a test ran the engine on it itself)
 
     def get(self, config_file: Path, *, applied: bool | None = None) -> SandboxState:
         from tpuplane.sandbox.engine import Engine, apply_kubernetes_half, stack_project
 
         config_file = config_file.resolve()
+        mark = self.config.stash.get(RUNNING_MARK, None)
+        if mark is None or mark.config_file != config_file:
+            raise pytest.UsageError(f"a test uses the sandbox of {config_file} but is marked for "
+                                    f"{mark.config_file if mark else 'none'}: mark it @pytest.mark.sandbox(<that "
+                                    "config>), so that the tier runs it with that stack's tests")
         if self.current is not None and self.current[0] != config_file:
             self.close()
         if self.current is None:
             stack = config_file.stem.removeprefix("Pulumi.")
             state = lifecycle.up(stack_source(stack, config_file), self.root / stack)
-            self.current = (config_file, state)
+            self.current, self.applied = (config_file, state), False
         state = self.current[1]
-        if applied:
+        if applied and self.applied is not True:
             apply_kubernetes_half(state, lambda _: None)
-        elif applied is False:
+            self.applied = True
+        elif applied is False and self.applied is not False:
             engine, project = Engine(Path(state.directory) / "pulumi", Path(state.kubeconfig)), stack_project(state)
             engine.prepare(project)
             engine.destroy(project)
+            self.applied = False
         return state
+
+    def changed_half(self) -> None:
+        """The running test applied or destroyed the stack's Kubernetes half itself: not known any more."""
+        self.applied = None
 
     def close(self) -> None:
         if self.current is not None:
             lifecycle.down(Path(self.current[1].directory))
-            self.current = None
+            self.current, self.applied = None, None
+
+
+RUNNING_MARK = pytest.StashKey["SandboxMark | None"]()  # the `sandbox` mark of the test being set up or run
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture of the test (module-scoped ones too): which sandbox its mark allows."""
+    item.config.stash[RUNNING_MARK] = SandboxMark.of(item)
 
 
 @pytest.fixture(scope="session")
-def sandboxes(tmp_path_factory) -> Iterator[Sandboxes]:
-    pool = Sandboxes(tmp_path_factory.mktemp("sandboxes"))
+def sandboxes(tmp_path_factory, pytestconfig) -> Iterator[Sandboxes]:
+    pool = Sandboxes(tmp_path_factory.mktemp("sandboxes"), pytestconfig)
     yield pool
     pool.close()
+
+
+@pytest.fixture
+def sandbox(request, sandboxes: Sandboxes) -> SandboxState:
+    """The sandbox of the stack the test's `sandbox` mark names, its half applied or not as the mark says."""
+    mark = SandboxMark.of(request.node)
+    if mark is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses `sandbox` without a `sandbox` mark")
+    return sandboxes.get(mark.config_file, applied=mark.applied)
 
 # ---------------------------------------------------------------------------------------------------------------
 # The day-two commands on a live cluster: `tpuplane` in a subprocess, as a user runs it after `sandbox up`
@@ -176,24 +247,24 @@ def until(ready: Callable[[], Any], what: str, timeout: float = 90, still: Calla
         time.sleep(0.5)
 
 
-def live_cluster(stack: str, sandboxes: Sandboxes, tmp_path_factory) -> LiveCluster:
-    """The session's sandbox playing `stack`, its Kubernetes half applied, with the CLI pointed at it."""
-    state = sandboxes.get(STACKS / f"Pulumi.{stack}.yaml", applied=True)
-    folder = tmp_path_factory.mktemp(f"{stack}-cli")
+def live_cluster(stack_config: str, sandboxes: Sandboxes, tmp_path_factory) -> LiveCluster:
+    """The session's sandbox playing a stack, its Kubernetes half applied, with the CLI pointed at it."""
+    state = sandboxes.get(REPO / stack_config, applied=True)
+    folder = tmp_path_factory.mktemp(f"{state.stack}-cli")
     return LiveCluster(state, config.new_client_from_config(state.kubeconfig), Cli(state.kubeconfig, folder))
 
 
 @pytest.fixture(scope="module")
 def dev_cluster(sandboxes: Sandboxes, tmp_path_factory) -> LiveCluster:
     """The dev stack (one ClusterQueue, two spot v6e-16 slices) on the session's sandbox."""
-    return live_cluster("dev", sandboxes, tmp_path_factory)
+    return live_cluster(DEV, sandboxes, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def teams_cluster(sandboxes: Sandboxes, tmp_path_factory) -> LiveCluster:
     """The pathways stack on the session's sandbox: the shipped stack whose teams (research, evals) share a
     cohort over its spot batch pool."""
-    return live_cluster("pathways", sandboxes, tmp_path_factory)
+    return live_cluster(PATHWAYS, sandboxes, tmp_path_factory)
 
 
 def rendered(cli: Cli, name: str, *, slices: int = 1, priority: str = "medium", queue: str | None = None,

@@ -19,7 +19,7 @@ from importlib import metadata
 import pytest
 from rich.console import Console
 
-from conftest import STACKS
+from e2e.conftest import PATHWAYS
 from fake_kubectl import kubectl  # noqa: F401 (fixture)
 from tpuplane.infra.pathways.proxy import PROXY_LABEL_SELECTOR
 from tpuplane.infra.pathways.service import pathways_service_address
@@ -30,10 +30,12 @@ from tpuplane.runtime.session import ConnectError, connect
 NAMESPACE = "research"  # a team of the pathways stack: the service admits proxies from its namespace
 
 
+pytestmark = pytest.mark.sandbox(PATHWAYS)
+
+
 @pytest.fixture
-def kube(sandboxes, monkeypatch) -> KubeApi:
-    state = sandboxes.get(STACKS / "Pulumi.pathways.yaml", applied=True)
-    monkeypatch.setenv("KUBECONFIG", state.kubeconfig)
+def kube(sandbox, monkeypatch) -> KubeApi:
+    monkeypatch.setenv("KUBECONFIG", sandbox.kubeconfig)
     return KubeApi.from_context()
 
 

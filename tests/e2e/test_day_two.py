@@ -22,6 +22,7 @@ import os
 import pty
 import re
 import select
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ import yaml
 from kubernetes import client
 
 from conftest import REPO
-from e2e.conftest import TPUPLANE, LiveCluster, failing, finishing, rendered, selecting, until
+from e2e.conftest import DEV, TPUPLANE, LiveCluster, failing, finishing, rendered, selecting, until
 from tpuplane.infra.batch.workload_state import LIST_SCHEMA
 
 NS = "default"
@@ -41,6 +42,8 @@ QUEUE = "multislice-queue"
 CQ = "cluster-queue"
 FLAVOR = "tpu-v6e-slice-4x4-spot"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+pytestmark = pytest.mark.sandbox(DEV)
 
 
 @pytest.fixture
@@ -738,9 +741,11 @@ KUEUE_CRDS = ("workloads", "clusterqueues", "localqueues", "resourceflavors", "a
 @pytest.fixture(scope="module")
 def kueue_before_v1beta2(dev_cluster, job_file) -> Iterator[None]:
     """A JobSet `some`, then Kueue's CRDs serving v1beta1 only, as Kueue releases before 0.15 do (the objects stay
-    in etcd); v1beta2 served again afterwards. Last in the module: Kueue's own watches fail meanwhile."""
+    in etcd); v1beta2 served again afterwards. The Kueue controller is paused meanwhile (SIGSTOP): its watches
+    would fail and back off for tens of seconds after v1beta2 comes back, holding up the JobSet's deletion."""
     extensions = client.ApiextensionsV1Api(dev_cluster.api)
     dev_cluster.cli.ok("workload", "submit", str(job_file))
+    kueue = next(p for p in dev_cluster.state.processes if p.name == "kueue")
 
     def serve_v1beta2(served: bool) -> None:
         for plural in KUEUE_CRDS:
@@ -758,13 +763,15 @@ def kueue_before_v1beta2(dev_cluster, job_file) -> Iterator[None]:
             raise
         return True
 
-    serve_v1beta2(False)
-    until(lambda: not served(), "v1beta2 no longer served")
+    os.kill(kueue.pid, signal.SIGSTOP)
     try:
+        serve_v1beta2(False)
+        until(lambda: not served(), "v1beta2 no longer served")
         yield
     finally:
         serve_v1beta2(True)
         until(served, "v1beta2 served again")
+        os.kill(kueue.pid, signal.SIGCONT)
         dev_cluster.clear(NS)
 
 

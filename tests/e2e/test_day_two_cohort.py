@@ -23,10 +23,12 @@ from collections.abc import Iterator
 import pytest
 
 import recorded_kueue as rk
-from e2e.conftest import LiveCluster, finishing, rendered, until
+from e2e.conftest import PATHWAYS, LiveCluster, finishing, rendered, until
 
 FLAVOR = "tpu-v6e-slice-4x4-spot"
 TEAMS = ("research", "evals")
+
+pytestmark = pytest.mark.sandbox(PATHWAYS)
 
 
 @pytest.fixture

@@ -16,12 +16,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client, config
 
-from conftest import REPO, STACKS
+from conftest import REPO
+from e2e.conftest import DEV, PATHWAYS, PROD
 from tpuplane.components.offline import run_program_file
 from tpuplane.sandbox.engine import Engine, Project, stack_project
 
@@ -76,16 +78,22 @@ def type_and_name(urn: str) -> str:
     return f"{qualified_type.rsplit('$', 1)[-1]}::{name}"
 
 
-@pytest.fixture(params=["dev", "prod", "pathways", "examples/existing_cluster"])
-def program_on_sandbox(request, sandboxes, tmp_path):
+def on(stack_config: str, program: str) -> Any:
+    return pytest.param(program, marks=pytest.mark.sandbox(stack_config, applied=False), id=program)
+
+
+@pytest.fixture(params=[on(DEV, "dev"), on(PROD, "prod"), on(PATHWAYS, "pathways"),
+                        on(DEV, "examples/existing_cluster")])
+def program_on_sandbox(request, sandbox, sandboxes, tmp_path):
     """A sandbox of the stack (the example runs on the dev stack's) with nothing of it applied, the engine bound
     to it, the project to run and its offline plan."""
     example = request.param.startswith("examples/")
-    state = sandboxes.get(STACKS / f"Pulumi.{'dev' if example else request.param}.yaml", applied=False)
-    project = example_project() if example else stack_project(state)
+    project = example_project() if example else stack_project(sandbox)
     planned = example_offline_plan() if example else offline_plan(request.param)
-    work = tmp_path / "pulumi" if example else Path(state.directory) / "pulumi"
-    yield state, Engine(work, Path(state.kubeconfig)), project, planned
+    work = tmp_path / "pulumi" if example else Path(sandbox.directory) / "pulumi"
+    yield sandbox, Engine(work, Path(sandbox.kubeconfig)), project, planned
+    if not example:
+        sandboxes.changed_half()  # the test applied and destroyed it with the sandbox's own engine state
 
 
 def test_preview_up_preview_destroy_and_the_engine_registers_what_the_plan_shows(program_on_sandbox):

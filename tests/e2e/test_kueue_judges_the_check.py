@@ -13,34 +13,26 @@ same outcome (tests/test_workload_cases.py::test_workload_check_predicts_what_ku
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 
 import pytest
 from kubernetes import config
 from kubernetes.client import ApiException
 
 from e2e.kueue_judge import observe, remove, submit
-from workload_cases import WorkloadCase, workload_cases
+from workload_cases import workload_cases
 
 CASES = workload_cases()
 
 
-def case_id(case: WorkloadCase) -> str:
-    return case.file.removesuffix(".yaml")
+def on_its_stack(admission: str) -> list:
+    """The cases of an admission, each on its stack's sandbox (the tier runs the cases of one stack together)."""
+    return [pytest.param(case, marks=pytest.mark.sandbox(case.stack), id=case.file.removesuffix(".yaml"))
+            for case in CASES if case.admission == admission]
 
 
-def in_stack_order(cases: list[WorkloadCase]) -> list[WorkloadCase]:
-    """Cases of one stack together, so that each stack's sandbox comes up once."""
-    by_stack: dict[str, list[WorkloadCase]] = defaultdict(list)
-    for case in cases:
-        by_stack[case.stack].append(case)
-    return [case for stack in by_stack.values() for case in stack]
-
-
-@pytest.mark.parametrize("case", in_stack_order([c for c in CASES if c.admission == "accepted"]), ids=case_id)
-def test_kueue_does_what_the_table_says(case, sandboxes):
-    state = sandboxes.get(case.stack_path, applied=True)
-    api = config.new_client_from_config(state.kubeconfig)
+@pytest.mark.parametrize("case", on_its_stack("accepted"))
+def test_kueue_does_what_the_table_says(case, sandbox):
+    api = config.new_client_from_config(sandbox.kubeconfig)
     expected = case.kueue
     for document in case.documents():
         namespace, name = submit(api, document)
@@ -61,10 +53,9 @@ def test_kueue_does_what_the_table_says(case, sandboxes):
             assert outcome.state == "unschedulable" and expected["unschedulable"] in outcome.message, outcome
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.admission == "refused"], ids=case_id)
-def test_the_api_server_refuses_what_the_check_refuses(case, sandboxes):
-    state = sandboxes.get(case.stack_path, applied=True)
-    api = config.new_client_from_config(state.kubeconfig)
+@pytest.mark.parametrize("case", on_its_stack("refused"))
+def test_the_api_server_refuses_what_the_check_refuses(case, sandbox):
+    api = config.new_client_from_config(sandbox.kubeconfig)
     with pytest.raises(ApiException) as refused:
         submit(api, case.manifest())
     assert refused.value.status == 422

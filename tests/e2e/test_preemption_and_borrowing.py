@@ -16,7 +16,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from conftest import REPO, STACKS
+from conftest import REPO
+from e2e.conftest import DEV, PATHWAYS
 from e2e.kueue_judge import WORKLOAD, observe, remove, submit, workload_of
 
 TPUPLANE = str(Path(sys.executable).parent / "tpuplane")
@@ -67,10 +68,11 @@ def cleanup():
         remove(api, namespace, name)
 
 
-def test_a_higher_priority_workload_preempts_a_lower_one_in_its_queue(sandboxes, cleanup):
+@pytest.mark.sandbox(DEV)
+def test_a_higher_priority_workload_preempts_a_lower_one_in_its_queue(sandbox, cleanup):
     """dev: one ClusterQueue over two spot slices. Two low-priority jobs fill it; a high-priority one takes a
     slice from one of them."""
-    api = config.new_client_from_config(sandboxes.get(STACKS / "Pulumi.dev.yaml", applied=True).kubeconfig)
+    api = config.new_client_from_config(sandbox.kubeconfig)
     for name in ("low-a", "low-b"):
         cleanup.append((api, *submit(api, rendered("dev", name, "--priority", "low"))))
         assert observe(api, "default", name).state == "admitted"
@@ -86,10 +88,11 @@ def test_a_higher_priority_workload_preempts_a_lower_one_in_its_queue(sandboxes,
     assert "due to prioritization in the ClusterQueue" in reasons[0]["message"]
 
 
-def test_a_team_borrows_unused_quota_and_the_lender_reclaims_it(sandboxes, cleanup):
+@pytest.mark.sandbox(PATHWAYS)
+def test_a_team_borrows_unused_quota_and_the_lender_reclaims_it(sandbox, cleanup):
     """pathways: the batch group's 4 spot slices split 3 to research (may borrow one more) and 1 to evals.
     Research runs four one-slice jobs, the fourth on evals' slice; when evals submits, Kueue takes it back."""
-    api = config.new_client_from_config(sandboxes.get(STACKS / "Pulumi.pathways.yaml", applied=True).kubeconfig)
+    api = config.new_client_from_config(sandbox.kubeconfig)
     research = ["--queue", "research", "--namespace", "research", "--priority", "very-high"]
     for i in range(4):
         cleanup.append((api, *submit(api, rendered("pathways", f"r{i}", *research))))

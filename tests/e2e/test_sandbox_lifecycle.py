@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,53 +32,65 @@ def folder(tmp_path) -> Path:
     return tmp_path / "sandbox"
 
 
-def test_up_status_down_from_the_command_line(folder):
+@dataclass(frozen=True)
+class Upped:
+    folder: Path
+    kubeconfig: str  # what `up` printed
+    ports: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def upped(tmp_path_factory) -> Iterator[Upped]:
+    """`tpuplane sandbox up --stack dev` from the command line, once for the tests below (a sandbox costs 20 s);
+    the last of them takes it down and checks what is left, and this takes down whatever that one did not."""
+    folder = tmp_path_factory.mktemp("lifecycle") / "sandbox"
     up = tpuplane("sandbox", "up", "--stack", "dev", "--dir", str(folder))
     assert up.returncode == 0, up.stderr
-    kubeconfig = up.stdout.strip()
     try:
-        status = tpuplane("sandbox", "status", "--dir", str(folder), "-f", "json")
-        assert status.returncode == 0, status.stdout + status.stderr
-        doc = json.loads(status.stdout)
-        assert doc["kubeconfig"] == kubeconfig
-        assert doc["apiServer"]["ready"] is True and doc["applied"] is True
-        names = {p["name"]: p["state"] for p in doc["processes"]}
-        assert names == {name: "running" for name in ("etcd", "kube-apiserver", "kube-controller-manager",
-                                                      "kube-scheduler", "jobset", "kueue", "kwok")}
-        ports = json.loads((folder / "state.json").read_text())["ports"]
+        yield Upped(folder, up.stdout.strip(), json.loads((folder / "state.json").read_text())["ports"])
     finally:
-        down = tpuplane("sandbox", "down", "--dir", str(folder))
+        lifecycle.down(folder)
+
+
+def test_status_says_every_process_runs_and_the_stack_is_applied(upped):
+    status = tpuplane("sandbox", "status", "--dir", str(upped.folder), "-f", "json")
+
+    assert status.returncode == 0, status.stdout + status.stderr
+    doc = json.loads(status.stdout)
+    assert doc["kubeconfig"] == upped.kubeconfig
+    assert doc["apiServer"]["ready"] is True and doc["applied"] is True
+    assert {p["name"]: p["state"] for p in doc["processes"]} == {
+        name: "running" for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "jobset",
+                                     "kueue", "kwok")}
+
+
+def test_the_nodes_are_the_stacks_vms_with_gkes_labels(upped):
+    api = client.CoreV1Api(config.new_client_from_config(upped.kubeconfig))
+    nodes = {n.metadata.name: n for n in api.list_node().items}
+
+    expected = {name for group in stack_nodes(stack_source("dev").config) for name in group.node_names("fleet-dev")}
+    assert set(nodes) == expected
+    tpu = nodes["gke-fleet-dev-train-0-0"]
+    assert tpu.metadata.labels["cloud.google.com/gke-tpu-topology"] == "4x4"
+    assert tpu.status.allocatable["google.com/tpu"] == "4"
+    assert all(c.status == "True" for c in tpu.status.conditions if c.type == "Ready")
+
+
+def test_a_second_up_is_refused_while_the_first_runs(upped):
+    second = tpuplane("sandbox", "up", "--stack", "dev", "--dir", str(upped.folder))
+
+    assert second.returncode == 2
+    assert "already up" in second.stderr and "Traceback" not in second.stderr
+
+
+def test_down_leaves_no_process_no_port_and_no_folder(upped):
+    """Last of the tests on `upped`."""
+    down = tpuplane("sandbox", "down", "--dir", str(upped.folder))
+
     assert down.returncode == 0, down.stderr
-    assert processes_marked(folder) == []
-    assert [port for port in ports.values() if listening(port)] == []
-    assert not folder.exists()
-
-
-def test_the_nodes_are_the_stacks_vms_with_gkes_labels(folder):
-    source = stack_source("dev")
-    state = lifecycle.up(source, folder)
-    try:
-        api = client.CoreV1Api(config.new_client_from_config(state.kubeconfig))
-        nodes = {n.metadata.name: n for n in api.list_node().items}
-        expected = {name for group in stack_nodes(source.config) for name in group.node_names("fleet-dev")}
-        assert set(nodes) == expected
-        tpu = nodes["gke-fleet-dev-train-0-0"]
-        assert tpu.metadata.labels["cloud.google.com/gke-tpu-topology"] == "4x4"
-        assert tpu.status.allocatable["google.com/tpu"] == "4"
-        assert all(c.status == "True" for c in tpu.status.conditions if c.type == "Ready")
-    finally:
-        lifecycle.down(folder)
-    assert processes_marked(folder) == []
-
-
-def test_a_second_up_is_refused_while_the_first_runs(folder):
-    lifecycle.up(stack_source("dev"), folder)
-    try:
-        second = tpuplane("sandbox", "up", "--stack", "dev", "--dir", str(folder))
-        assert second.returncode == 2
-        assert "already up" in second.stderr and "Traceback" not in second.stderr
-    finally:
-        lifecycle.down(folder)
+    assert processes_marked(upped.folder) == []
+    assert [port for port in upped.ports.values() if listening(port)] == []
+    assert not upped.folder.exists()
 
 
 def test_a_failed_up_stops_what_it_started(folder, monkeypatch):

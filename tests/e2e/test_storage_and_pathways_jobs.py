@@ -14,7 +14,7 @@ import time
 import pytest
 from kubernetes import client, config
 
-from conftest import STACKS
+from e2e.conftest import PROD
 from e2e import kueue_judge
 from e2e.conftest import stack_source
 from tpuplane.infra.batch.workload import TpuJob, TpuWorkloadSpec, render_tpu_jobset
@@ -23,11 +23,13 @@ from tpuplane.sandbox.layout import SandboxState
 BIND_TIMEOUT = 60.0
 
 
+pytestmark = pytest.mark.sandbox(PROD)
+
+
 @pytest.fixture
-def prod(sandboxes) -> tuple[SandboxState, client.ApiClient]:
+def prod(sandbox) -> tuple[SandboxState, client.ApiClient]:
     """The prod stack's sandbox (shared by the session), its Kubernetes half applied by the engine."""
-    state = sandboxes.get(STACKS / "Pulumi.prod.yaml", applied=True)
-    return state, config.new_client_from_config(state.kubeconfig)
+    return sandbox, config.new_client_from_config(sandbox.kubeconfig)
 
 
 def claims(api: client.ApiClient) -> dict[tuple[str, str], str]:

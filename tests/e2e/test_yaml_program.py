@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from conftest import STACKS
+from e2e.conftest import DEV
 from tpuplane.sandbox.engine import Engine, Project
 
 PLUGIN = Path(sys.executable).parent / "pulumi-resource-tpuplane"
@@ -45,9 +45,12 @@ def yaml_program(kubeconfig: str) -> Project:
     return Project("yaml-batch", None, "dev", {}, manifest=manifest)
 
 
+pytestmark = pytest.mark.sandbox(DEV, applied=False)  # its own BatchStack: the stack's would clash
+
+
 @pytest.fixture
-def engine_and_program(sandboxes, tmp_path):
-    state = sandboxes.get(STACKS / "Pulumi.dev.yaml", applied=False)  # its own BatchStack: the stack's would clash
+def engine_and_program(sandbox, tmp_path):
+    state = sandbox
     program = yaml_program(state.kubeconfig)
     engine = Engine(tmp_path / "pulumi", Path(state.kubeconfig))
     yield engine, program, state
