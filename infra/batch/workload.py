@@ -20,7 +20,6 @@ a Pulumi stack owns must outlive its run (a JobSet the TTL deleted is re-created
 
 from __future__ import annotations
 
-import copy
 import re
 from shlex import quote
 from typing import Any
@@ -69,7 +68,14 @@ from tpuplane.infra.pathways.proxy import parse_gcs_location
 from tpuplane.infra.pathways.service import HEAD_JOB, PATHWAYS_GENERATIONS
 from tpuplane.infra.storage.args import TeamStorageSpec
 from tpuplane.infra.storage.identity import WORKLOAD_SERVICE_ACCOUNT
-from tpuplane.infra.storage.volumes import Mount, PodMounts, mount_path, mount_problems, pod_mounts
+from tpuplane.infra.storage.volumes import (
+    Mount,
+    PodMounts,
+    mount_path,
+    mount_problems,
+    pod_mounts,
+    with_pod_mounts,
+)
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -542,11 +548,7 @@ def _pod_template(workload: TpuWorkloadSpec, job: TpuJob, labels: dict[str, str]
     if workload.service_account:
         pod["serviceAccountName"] = workload.service_account
     metadata: dict[str, Any] = {"labels": {**labels, SLICE_GROUP_LABEL: group} if group else labels}
-    if mounts is not None and mounts.volumes:  # copies: each job's pods are their own (no YAML anchors)
-        pod["volumes"] += copy.deepcopy(mounts.volumes)
-        pod["containers"][0]["volumeMounts"] += copy.deepcopy(mounts.volume_mounts)
-        if mounts.annotations:
-            metadata["annotations"] = dict(mounts.annotations)
+    pod, metadata = with_pod_mounts(pod, metadata, mounts, CONTAINER)
     return {"metadata": metadata, "spec": pod}
 
 

@@ -26,7 +26,6 @@ the sidecar exchanges arrays through a RAM-backed emptyDir instead of a hostPath
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -60,7 +59,7 @@ from tpuplane.infra.pathways.service import (
     worker_container,
 )
 from tpuplane.infra.pathways.sidecar_image import DEFAULT_JAX_VERSION
-from tpuplane.infra.storage.volumes import PodMounts
+from tpuplane.infra.storage.volumes import PodMounts, with_pod_mounts
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 WORKER_JOB = "worker"  # xpk's and PathwaysJob's name (the shared service's is pathways-worker)
@@ -218,7 +217,7 @@ def _head_job(job: PathwaysJobSpec) -> dict[str, Any]:
     else:
         pod["initContainers"] = [{**c, "restartPolicy": "Always"} for c in head]
         pod["containers"] = [_user_container(job.user)]
-    pod, metadata = _with_mounts(pod, {"labels": dict(job.labels)}, job.mounts, USER_CONTAINER)
+    pod, metadata = with_pod_mounts(pod, {"labels": dict(job.labels)}, job.mounts, USER_CONTAINER)
     exclusive = {EXCLUSIVE_TOPOLOGY_ANNOTATION: HOSTNAME_LABEL}  # host ports 29000-29002: one head per node
     return {
         "name": HEAD_JOB,
@@ -236,19 +235,6 @@ def _head_job(job: PathwaysJobSpec) -> dict[str, Any]:
     }
 
 
-def _with_mounts(pod: dict[str, Any], metadata: dict[str, Any], mounts: PodMounts | None, container: str
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The pod with the storage mounted in its container `container` (if it has one), and its metadata with the
-    drivers' annotations."""
-    named = [c for c in pod.get("containers", []) if c["name"] == container]
-    if mounts is None or not mounts.volumes or not named:
-        return pod, metadata
-    containers = [{**c, "volumeMounts": [*c.get("volumeMounts", []), *copy.deepcopy(mounts.volume_mounts)]}
-                  if c in named else c for c in pod["containers"]]
-    pod = {**pod, "containers": containers, "volumes": [*pod.get("volumes", []), *copy.deepcopy(mounts.volumes)]}
-    return pod, {**metadata, "annotations": dict(mounts.annotations)} if mounts.annotations else metadata
-
-
 def _worker_job(job: PathwaysJobSpec) -> dict[str, Any]:
     vms = job.spec.vms_per_slice
     container = worker_container(image=job.server_image, spec=job.spec, resource_manager=f"{PATHWAYS_HEAD}:{RM_PORT}",
@@ -261,7 +247,7 @@ def _worker_job(job: PathwaysJobSpec) -> dict[str, Any]:
     }
     if job.sidecar_image is not None:
         pod = attach_colocated_sidecar(pod, job.sidecar_image)
-    pod, metadata = _with_mounts(pod, {"labels": {**job.labels, **job.worker_labels}}, job.mounts,
+    pod, metadata = with_pod_mounts(pod, {"labels": {**job.labels, **job.worker_labels}}, job.mounts,
                                  container["name"])
     return {
         "name": WORKER_JOB,

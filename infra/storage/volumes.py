@@ -40,6 +40,7 @@ Facts, by kind (the drivers' own examples and GKE's documentation):
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import posixpath
 import re
@@ -618,3 +619,16 @@ def pod_mounts(mounts: list[Mount], storages: list[Storage]) -> PodMounts:
     annotations = {**(GCSFUSE_POD_ANNOTATIONS if GcsBucket.kind in kinds else {}),
                    **(PARALLELSTORE_POD_ANNOTATIONS if ParallelstoreInstance.kind in kinds else {})}
     return PodMounts(volumes, volume_mounts, dict(sorted(annotations.items())), frozenset(kinds))
+
+
+def with_pod_mounts(pod: dict[str, Any], metadata: dict[str, Any], mounts: PodMounts | None, container: str
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod with the storage mounted in its container `container` (if it has one), and its metadata with the
+    drivers' annotations. Copies: each job's pods are their own (no YAML anchors)."""
+    named = [c for c in pod.get("containers", []) if c["name"] == container]
+    if mounts is None or not mounts.volumes or not named:
+        return pod, metadata
+    containers = [{**c, "volumeMounts": [*c.get("volumeMounts", []), *copy.deepcopy(mounts.volume_mounts)]}
+                  if c in named else c for c in pod["containers"]]
+    pod = {**pod, "containers": containers, "volumes": [*pod.get("volumes", []), *copy.deepcopy(mounts.volumes)]}
+    return pod, {**metadata, "annotations": dict(mounts.annotations)} if mounts.annotations else metadata
