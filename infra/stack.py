@@ -22,6 +22,7 @@ from pydantic import Field
 
 from tpuplane.infra.args import Source, read
 from tpuplane.infra.batch.args import platform_problems
+from tpuplane.infra.batch.kueue_config import WorkloadTeam
 from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.errors import ConfigError, Problem
 from tpuplane.infra.fleet.autoscaling import PoolReach, autoprovisioning_problems
@@ -40,7 +41,7 @@ from tpuplane.infra.naming import GKE_MAX_NODES, PROJECT_ID, REGION, node_servic
 from tpuplane.infra.pathways.args import SidecarBuild, read_sidecar_build
 from tpuplane.infra.pathways.config import PathwaysConfig, pathways_section_problems, service_problems
 from tpuplane.infra.pathways.proxy import JanitorSpec, read_janitor
-from tpuplane.infra.storage.args import TeamStorageSpec, WorkloadTeam, read_team_storage
+from tpuplane.infra.storage.args import TeamStorageSpec, read_team_storage
 from tpuplane.infra.storage.volumes import lustre_legacy_port
 
 CLUSTER, POOLS, RESERVATIONS = "tpuplane:cluster", "tpuplane:tpuPools", "tpuplane:reservations"

@@ -37,7 +37,7 @@ from tpuplane.components import (
     WorkloadTeamArgs,
 )
 from tpuplane.infra.batch.image_cache import ImageCacheSpec
-from tpuplane.infra.batch.kueue_config import KueueTeam
+from tpuplane.infra.batch.kueue_config import KueueTeam, WorkloadTeam
 from tpuplane.infra.batch.platform import BatchPlatform
 from tpuplane.infra.fleet.autoscaling import Autoprovisioning, SliceAutoscaling
 from tpuplane.infra.fleet.cluster import AuthorizedNetwork, ClusterSpec, CpuPool, MaintenanceExclusion
@@ -47,7 +47,7 @@ from tpuplane.infra.model import nested_model
 from tpuplane.infra.pathways.args import SidecarBuild
 from tpuplane.infra.pathways.config import ServiceSpec
 from tpuplane.infra.pathways.proxy import JanitorSpec
-from tpuplane.infra.storage.args import TeamStorageSpec, WorkloadTeam
+from tpuplane.infra.storage.args import TeamStorageSpec
 from tpuplane.infra.storage.volumes import (
     FilestoreShare,
     GcsBucket,

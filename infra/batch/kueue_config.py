@@ -1,5 +1,6 @@
 """Kueue's vocabulary for the batch stack: the controllers' namespaces and versions, priorities, and a team
-(`KueueTeamArgs`, an entry of `tpuplane:kueue.teams`).
+(`KueueTeamArgs`, an entry of `tpuplane:kueue.teams`, and the name and namespace other components know it by,
+`WorkloadTeamArgs`).
 
 Share semantics (what a team is guaranteed):
 - `share` is a fraction in (0, 1] of EVERY flavor's capacity (TPU slices per flavor, CPU and memory of the CPU
@@ -41,19 +42,25 @@ MIN_KUEUE = Version("0.15.0")  # first release that serves kueue.x-k8s.io/v1beta
 MIN_JOBSET = Version("0.8.0")  # PathwaysJob needs it
 
 
-class KueueTeam(ConfigModel):
-    """One tenant: a namespace, a LocalQueue there, and a ClusterQueue in the shared cohort."""
+class WorkloadTeam(ConfigModel):
+    """`WorkloadTeamArgs`: a team whose jobs run in one namespace; what the rest of a stack (its storage, its
+    service accounts) knows of a Kueue team."""
 
     name: str
     namespace: str | None = None  # default: the team name
-    share: float = Field(gt=0, le=1)
-    borrowing_limit: float | None = Field(None, ge=0)
-    lending_limit: float | None = Field(None, ge=0, le=1)
-    priority: str = DEFAULT_PRIORITY
 
     @property
     def team_namespace(self) -> str:
         return self.namespace or self.name
+
+
+class KueueTeam(WorkloadTeam):
+    """One tenant: a namespace, a LocalQueue there, and a ClusterQueue in the shared cohort."""
+
+    share: float = Field(gt=0, le=1)
+    borrowing_limit: float | None = Field(None, ge=0)
+    lending_limit: float | None = Field(None, ge=0, le=1)
+    priority: str = DEFAULT_PRIORITY
 
 
 DEFAULT_KUEUE_VERSION = "0.19.2"  # Helm chart versions, no leading "v": the ones tpuplane is tested with

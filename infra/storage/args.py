@@ -30,6 +30,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import Field
 
 from tpuplane.infra.args import Source, read_checked, text
+from tpuplane.infra.batch.kueue_config import WorkloadTeam
 from tpuplane.infra.errors import Problem
 from tpuplane.infra.model import Allowed, ConfigModel, FromStack, Hint
 from tpuplane.infra.naming import DNS_LABEL, K8S_NAME, PROJECT_ID
@@ -46,17 +47,6 @@ from tpuplane.infra.storage.volumes import (
 
 STORAGE_ARGS = "TeamStorageArgs"
 DEFAULT_TEAM = "default"  # without Kueue teams, one queue serves namespace `default` (BatchStack's layout)
-
-
-class WorkloadTeam(ConfigModel):
-    """`WorkloadTeamArgs`: a team whose jobs run in one namespace (a Kueue team of `BatchStackArgs.teams`)."""
-
-    name: str
-    namespace: str | None = None
-
-    @property
-    def team_namespace(self) -> str:
-        return self.namespace or self.name
 
 
 class TeamStorageSpec(ConfigModel):
