@@ -390,8 +390,12 @@ class Storage:
 
     @property
     def single_writer(self) -> bool:
-        """A read-write disk attaches to one node only."""
-        return isinstance(self.source, PersistentDisk) and not self.read_only
+        return single_writer(self.source, self.read_only)
+
+
+def single_writer(source: StorageKind, read_only: bool) -> bool:
+    """A read-write disk attaches to one node only (ReadWriteOnce)."""
+    return isinstance(source, PersistentDisk) and not read_only
 
 
 def entry_problems(entry: StorageEntry, source: Source, teams: list[str] | None) -> list[Problem]:
@@ -421,7 +425,7 @@ def entry_problems(entry: StorageEntry, source: Source, teams: list[str] | None)
                                 ", ".join(source.key(k) for k in kinds) or None,
                                 f"exactly one of {', '.join(keys)}", "each entry is one bucket, file system or disk"))
         return problems
-    if isinstance(entry.source, PersistentDisk) and not entry.read_only and len(set(entry.teams)) > 1:
+    if single_writer(entry.source, entry.read_only) and len(set(entry.teams)) > 1:
         problems.append(Problem(source.path("teams"), list(entry.teams), "one team for a read-write disk",
                                 "a read-write Persistent Disk attaches to one node (ReadWriteOnce); set "
                                 f"{source.key('read_only')}: true to share it"))
