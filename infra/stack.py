@@ -33,6 +33,7 @@ from tpuplane.infra.fleet.cluster import (
     cpu_pool_reach,
     needs_multi_networking,
 )
+from tpuplane.infra.fleet.nodepools import chips_by_generation, plan_tpu_pools
 from tpuplane.infra.fleet.pools import SlicePoolSpec, slice_pool_problems
 from tpuplane.infra.fleet.reservations import ReservationSpec, own_reservation_name, reservation_problems
 from tpuplane.infra.model import ConfigModel
@@ -309,11 +310,8 @@ def _autoprovisioning_problems(stack: StackConfig) -> list[Problem]:
     if nap is None:
         return []
     reach = [PoolReach(p.name, p.spec.machine_type, p.vms) for p in stack.tpu_pools] + [cpu_pool_reach(stack.cluster)]
-    chips: dict[str, int] = {}
-    for pool in stack.tpu_pools:
-        chips[pool.spec.generation] = chips.get(pool.spec.generation, 0) + pool.slices * pool.spec.chips
     return autoprovisioning_problems(nap, Source.config(CLUSTER, ClusterSpec).at("autoprovisioning"), pools=reach,
-                                     group_chips=chips)
+                                     group_chips=chips_by_generation(plan_tpu_pools(stack.tpu_pools)))
 
 
 def _reservation_fit_problems(stack: StackConfig) -> list[Problem]:
