@@ -52,6 +52,7 @@ from typing import Any
 from tpuplane.runtime import sidecar_protocol as protocol
 from tpuplane.runtime import sidecar_wheel
 from tpuplane.runtime import sidecar_wire as wire
+from tpuplane.runtime.marked_processes import marked_pids
 from tpuplane.runtime.sidecar_protocol import ProtocolError, SidecarError
 
 __all__ = [
@@ -694,23 +695,10 @@ def _short_repr(value: Any, limit: int = 120) -> str:
 
 def _kill_marked(session: str) -> None:
     """SIGKILL the processes that carry this sidecar's session marker: descendants of a worker that was killed
-    before it could kill them itself (they were reparented away from it). Only our own processes are readable."""
-    marker = f"{SESSION_ENV}={session}".encode()
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return
-    for pid in pids:
-        if pid == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if marker in environ.split(b"\0"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    before it could kill them itself (they were reparented away from it)."""
+    for pid in marked_pids(SESSION_ENV, session):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 # -- running one function ---------------------------------------------------------------------------------------

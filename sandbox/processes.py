@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tpuplane.runtime.marked_processes import marked_pids, process_state
+
 MARKER_ENV = "TPUPLANE_SANDBOX"
 
 
@@ -94,11 +96,7 @@ def alive(started: Started) -> bool:
     """The process is running and is the one we started (same pid and start time), not a zombie."""
     if _start_time(started.pid) != started.start_time:
         return False
-    try:
-        state = Path(f"/proc/{started.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return process_state(started.pid) not in (None, "Z")
 
 
 def stop(started: Started, grace: float = 10.0) -> None:
@@ -129,19 +127,7 @@ def _reap(pid: int, block: bool = False) -> None:
 def marked(marker: str) -> list[int]:
     """Pids of live processes whose environment carries `MARKER_ENV=<marker>`: every process a sandbox started,
     and whatever those started in turn, found without the state file."""
-    wanted = f"{MARKER_ENV}={marker}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if wanted in environ.split(b"\0") and state != "Z":
-            found.append(int(proc.name))
-    return found
+    return marked_pids(MARKER_ENV, marker)
 
 
 def kill_marked(marker: str) -> list[int]:

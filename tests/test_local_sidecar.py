@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from tpuplane.cli.sidecar_run import sidecar_run_command
 from tpuplane.runtime import sidecar_protocol as protocol
 from tpuplane.runtime.colocated import colocated
+from tpuplane.runtime.marked_processes import marked_pids
 from tpuplane.runtime.local_sidecar import (
     SESSION_ENV,
     LocalSidecar,
@@ -448,14 +449,8 @@ def test_local_sidecar_timed_out_large_request_is_cancelled_mid_send(sidecar):
 
 
 def marked_processes(session: str) -> list[int]:
-    """Processes still running with this sidecar's session marker in their environment (a zombie has none)."""
-    marker = f"{SESSION_ENV}={session}".encode()
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        with contextlib.suppress(OSError):
-            if marker in environ.read_bytes().split(b"\0"):
-                found.append(int(environ.parent.name))
-    return found
+    """Processes still running with this sidecar's session marker in their environment."""
+    return marked_pids(SESSION_ENV, session)
 
 
 def poll_until(condition, *, patience: float = 30.0) -> bool:
