@@ -109,7 +109,7 @@ def test_a_cluster_queue_spec_that_is_not_a_mapping_is_named_by_its_path(dev_pla
     assert (problem.path, problem.allowed) == (f"head plan: resources[{index}].inputs.spec", "a mapping")
 
 
-@pytest.mark.parametrize("value", [[1], {"a": 1}, True, 2**63])
+@pytest.mark.parametrize("value", [[1], {"a": 1}, True, 2**63, -(2**63), 1e19, float("nan")])
 def test_a_quota_that_is_not_a_quantity_is_one_problem_at_its_field_in_our_words(dev_plan, value):
     """A quantity may be text or a number: a wrong one is one problem, not one per member of that union of types."""
     index = next(i for i, r in enumerate(dev_plan["resources"]) if r["type"].endswith(":ClusterQueue"))
@@ -121,7 +121,7 @@ def test_a_quota_that_is_not_a_quantity_is_one_problem_at_its_field_in_our_words
     [problem] = refused.value.problems
     assert problem.path == (f"head plan: resources[{index}].inputs.spec.resourceGroups[0].flavors[0].resources[0]"
                             ".nominalQuota")
-    assert problem.allowed == "a Kubernetes quantity: text such as 500m or 16Gi, or a number below 2^63"
+    assert problem.allowed == "a Kubernetes quantity such as 4, 500m or 16Gi, below 2^63 (8Ei)"
 
 
 def test_a_redacted_value_where_a_mapping_is_read_reads_as_absent(dev_plan):

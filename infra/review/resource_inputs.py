@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from tpuplane.infra.model import camel
+from tpuplane.infra.quantity import LIMIT, QUANTITY_ALLOWED, parse_quantity
 from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED
 
 # The resource types the reviewers read (Pulumi type tokens).
@@ -62,19 +63,20 @@ def _whole_number(value: object) -> object:
     return value
 
 
-_QUANTITY_ALLOWED = "a Kubernetes quantity: text such as 500m or 16Gi, or a number below 2^63"
-
-
 def _quantity(value: object) -> object:
     """A Kubernetes quantity as a manifest writes it ("64", "1000Mi", 64): text, shown as it is, or a number
-    within int64. One check, so a wrong value is one problem at the field, not one per member of a union of types."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (
-            isinstance(value, int) and not -(1 << 63) < value < 1 << 63):
-        raise ValueError(_QUANTITY_ALLOWED)
+    Kubernetes holds. One check, so a wrong value is one problem at the field, not one per member of a union of
+    types."""
+    if isinstance(value, str):
+        return value
+    try:
+        parse_quantity(value)
+    except ValueError:
+        raise ValueError(QUANTITY_ALLOWED) from None
     return value
 
 
-Count = Annotated[int, BeforeValidator(_whole_number), Field(ge=0, lt=1 << 63)]
+Count = Annotated[int, BeforeValidator(_whole_number), Field(ge=0, lt=int(LIMIT))]
 Quantity = Annotated[StrictStr | StrictInt | StrictFloat, BeforeValidator(_quantity)]
 
 
