@@ -12,7 +12,6 @@ from tpuplane.infra.fleet.autoscaling import AutoprovisioningPlan
 from tpuplane.infra.fleet.cluster import (
     CLUSTER_ARGS,
     CPU_POOL_NAME,
-    CSI_DRIVER_ADDONS,
     NODE_OAUTH_SCOPES,
     NODE_SERVICE_ACCOUNT_ROLES,
     ClusterPlan,
@@ -129,11 +128,8 @@ _ADDON_ARGS = {
 
 
 def _addons(plan: ClusterPlan) -> gcp.container.ClusterAddonsConfigArgs:
-    blocks = {block: _ADDON_ARGS[block](enabled=True) for block in plan.addons}
-    if plan.lustre_legacy_port:
-        lustre = CSI_DRIVER_ADDONS["lustre"]
-        blocks[lustre] = _ADDON_ARGS[lustre](enabled=True, enable_legacy_lustre_port=True)
-    return gcp.container.ClusterAddonsConfigArgs(**blocks)
+    return gcp.container.ClusterAddonsConfigArgs(
+        **{block: _ADDON_ARGS[block](**settings) for block, settings in plan.addons.items()})
 
 
 def _autoprovisioning(plan: AutoprovisioningPlan | None, service_account: pulumi.Input[str]

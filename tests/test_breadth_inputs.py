@@ -14,6 +14,7 @@ from conftest import STACKS, config_problems
 from tpuplane.components import FleetDashboard, TeamStorage, TpuCluster, TpuSlicePool
 from tpuplane.components.offline import run_program_file, run_under_mocks
 from tpuplane.infra.errors import ConfigError
+from tpuplane.infra.fleet.cluster import plan_cluster
 from tpuplane.infra.stack import load_stack_config
 
 GCS = {"bucket": "gs://acme-ml-datasets/imagenet", "mountOptions": ["implicit-dirs"]}
@@ -79,6 +80,18 @@ def test_a_lustre_instance_on_the_legacy_port_sets_the_clusters_driver():
     raw = changed(f"{V}.3.lustre", {**LUSTRE, "enableLegacyLustrePort": True})
 
     assert load_stack_config(raw).cluster.lustre_legacy_port and not load_stack_config(STACK).cluster.lustre_legacy_port
+
+
+def test_the_clusters_plan_turns_on_each_storage_kinds_driver_with_lustres_legacy_port():
+    raw = changed(f"{V}.3.lustre", {**LUSTRE, "enableLegacyLustrePort": True})
+
+    assert plan_cluster(load_stack_config(raw).cluster).addons == {
+        "gce_persistent_disk_csi_driver_config": {"enabled": True},
+        "gcp_filestore_csi_driver_config": {"enabled": True},
+        "gcs_fuse_csi_driver_config": {"enabled": True},
+        "lustre_csi_driver_config": {"enabled": True, "enable_legacy_lustre_port": True},
+        "parallelstore_csi_driver_config": {"enabled": True},
+    }
 
 
 V = "tpuplane:storage volumes"

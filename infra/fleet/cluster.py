@@ -219,15 +219,19 @@ class ClusterPlan:
     service_account_id: str
     resource_labels: dict[str, str]
     multi_networking: bool  # required by pools with automated accelerator networking
-    addons: tuple[str, ...]  # `addons_config` blocks turned on
-    lustre_legacy_port: bool  # the Lustre block's `enable_legacy_lustre_port`
+    addons: dict[str, dict[str, bool]]  # `addons_config` blocks turned on, each with its settings
     autoprovisioning: AutoprovisioningPlan | None
     managed_prometheus: bool
 
 
-def cluster_addons(c: ClusterSpec) -> list[str]:
-    """The `addons_config` blocks the cluster turns on: Cloud Storage FUSE, and the storage kinds' CSI drivers."""
-    return sorted({*ALWAYS_ON_ADDONS, *(CSI_DRIVER_ADDONS[kind] for kind in c.csi_drivers)})
+def cluster_addons(c: ClusterSpec) -> dict[str, dict[str, bool]]:
+    """The `addons_config` blocks the cluster turns on, each with its settings: Cloud Storage FUSE, and the storage
+    kinds' CSI drivers, Lustre's on GKE's legacy port when asked."""
+    blocks = {block: {"enabled": True}
+              for block in sorted({*ALWAYS_ON_ADDONS, *(CSI_DRIVER_ADDONS[kind] for kind in c.csi_drivers)})}
+    if c.lustre_legacy_port:
+        blocks[CSI_DRIVER_ADDONS["lustre"]] = {"enabled": True, "enable_legacy_lustre_port": True}
+    return blocks
 
 
 def plan_cluster(c: ClusterSpec) -> ClusterPlan:
@@ -240,8 +244,7 @@ def plan_cluster(c: ClusterSpec) -> ClusterPlan:
         service_account_id=node_service_account_id(c.name),
         resource_labels={"managed-by": "tpuplane", PRODUCTION_LABEL: str(c.production).lower()},
         multi_networking=c.multi_networking,
-        addons=tuple(cluster_addons(c)),
-        lustre_legacy_port=c.lustre_legacy_port,
+        addons=cluster_addons(c),
         autoprovisioning=plan_autoprovisioning(c.autoprovisioning, [c.zone]) if c.autoprovisioning else None,
         managed_prometheus=c.managed_prometheus,
     )
