@@ -368,17 +368,21 @@ def mounting_pods(spec: TpuWorkloadSpec) -> int:
     return total
 
 
-def _mount_problems(spec: TpuWorkloadSpec, storage: TeamStorageSpec | None, mounts_at: str) -> list[Problem]:
+def _checked_mounts(spec: TpuWorkloadSpec, storage: TeamStorageSpec | None, mounts_at: str
+                    ) -> tuple[PodMounts | None, list[Problem]]:
+    """What the workload's pods get for its mounts (None without any), and the rules its mounts break."""
     if not spec.mounts:
-        return []
+        return None, []
     if storage is None:
-        return [Problem(mounts_at, list(spec.mounts), "mounts of a stack's storage, checked against it",
-                        "render against the stack (--stack or --config), whose tpuplane:storage declares them")]
+        return None, [Problem(mounts_at, list(spec.mounts), "mounts of a stack's storage, checked against it",
+                              "render against the stack (--stack or --config), whose tpuplane:storage declares "
+                              "them")]
     mounts, problems = parsed_mounts(spec, mounts_at)
     if problems:
-        return problems
-    return mount_problems(mounts, storage.storages, namespace=spec.namespace or DEFAULT_NAMESPACE,
-                          pods=mounting_pods(spec), path=mounts_at)
+        return None, problems
+    problems = mount_problems(mounts, storage.storages, namespace=spec.namespace or DEFAULT_NAMESPACE,
+                              pods=mounting_pods(spec), path=mounts_at)
+    return (None if problems else pod_mounts(mounts, storage.storages)), problems
 
 
 def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None,
@@ -386,7 +390,14 @@ def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
     """Every rule a workload must pass; with `platform`, also against the stack's pools and queues, and with
     `storage` its mounts against the stack's storage. `mounts_at` names where the mounts were given (the
     command line's `--mount`)."""
-    problems = label_problems("labels", spec.labels) + _mount_problems(spec, storage, mounts_at)
+    return _checked(spec, platform, storage, mounts_at)[1]
+
+
+def _checked(spec: TpuWorkloadSpec, platform: BatchPlatform | None, storage: TeamStorageSpec | None,
+             mounts_at: str) -> tuple[PodMounts | None, list[Problem]]:
+    """`workload_problems`, with what the pods get for the workload's mounts once they pass (parsed once)."""
+    mounts, mount_rules = _checked_mounts(spec, storage, mounts_at)
+    problems = label_problems("labels", spec.labels) + mount_rules
     limit = max_name_length(spec)
     if not DNS_LABEL.fullmatch(spec.name):
         problems.append(Problem("name", spec.name, "lowercase letters, digits and '-', starting with a letter"))
@@ -410,14 +421,16 @@ def workload_problems(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
         problems += _queue_problems(spec, platform)
         if not problems:  # capacity is meaningful once every job resolves to a pool and the queue exists
             problems += _group_problems(spec, platform, _team_queue(spec, platform))
-    return problems
+    return mounts, problems
 
 
 def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None,
-                     storage: TeamStorageSpec | None = None, *, mounts_at: str = MOUNTS) -> TpuWorkloadSpec:
+                     storage: TeamStorageSpec | None = None, *, mounts_at: str = MOUNTS
+                     ) -> tuple[TpuWorkloadSpec, PodMounts | None]:
     """Check the workload, then fill queue, namespace and priority from the stack's queues, and the service account
-    from the stack's teams (each runs its jobs as `tpuplane-workload`). Raises ConfigError."""
-    problems = workload_problems(spec, platform, storage, mounts_at=mounts_at)
+    from the stack's teams (each runs its jobs as `tpuplane-workload`); with what its pods get for its mounts (None
+    without any). Raises ConfigError."""
+    mounts, problems = _checked(spec, platform, storage, mounts_at)
     if problems:
         raise ConfigError(problems)
     namespace = spec.namespace or DEFAULT_NAMESPACE
@@ -431,7 +444,7 @@ def resolve_workload(spec: TpuWorkloadSpec, platform: BatchPlatform | None = Non
             team.team_namespace for team in storage.workload_teams}:
         service_account = WORKLOAD_SERVICE_ACCOUNT
     return spec.model_copy(update={"namespace": namespace, "queue": queue, "priority": priority or DEFAULT_PRIORITY,
-                                   "service_account": service_account})
+                                   "service_account": service_account}), mounts
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -583,13 +596,6 @@ def max_run_duration_seconds(workload: TpuWorkloadSpec, platform: BatchPlatform 
     return min(limits, default=None)
 
 
-def workload_pod_mounts(workload: TpuWorkloadSpec, storage: TeamStorageSpec | None) -> PodMounts | None:
-    """What the pods of a checked workload get for its mounts."""
-    if not workload.mounts or storage is None:
-        return None
-    return pod_mounts(parsed_mounts(workload)[0], storage.storages)
-
-
 def render_tpu_jobset(spec: TpuWorkloadSpec, platform: BatchPlatform | None = None, *,
                       storage: TeamStorageSpec | None = None,
                       system_labels: dict[str, str] | None = None, mounts_at: str = MOUNTS) -> dict[str, Any]:
@@ -598,8 +604,7 @@ def render_tpu_jobset(spec: TpuWorkloadSpec, platform: BatchPlatform | None = No
     `storage` is the stack's (`TeamStorageArgs`): mounts are checked against it (errors name `mounts_at`) and the
     pods run as their team's service account. `system_labels` are tpuplane's own (an experiment's and trial's),
     added after the user's labels are checked."""
-    workload = resolve_workload(spec, platform, storage, mounts_at=mounts_at)
-    mounts = workload_pod_mounts(workload, storage)
+    workload, mounts = resolve_workload(spec, platform, storage, mounts_at=mounts_at)
     if workload.pathways is not None:
         return render_pathways_workload(workload, platform, mounts=mounts, system_labels=system_labels or {})
     labels = {**workload.labels, **(system_labels or {}), WORKLOAD_LABEL: workload.name}
