@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, cast
 
-from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, child_path, redact_inputs, redact_text
+from tpuplane.infra.redaction import PULUMI_SECRET_SIG, REDACTED, child_path
 from tpuplane.infra.review.plan import (
     BUCKET_GRANT, CLUSTER, HELM_RELEASE, NODE_POOL, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, PROJECT_GRANT,
     RESERVATION, RESOURCE_POLICY, NodePoolInputs, Plan, PlannedResource, TpuPool, tpu_pool,
@@ -277,11 +277,10 @@ def _path(keys: Key) -> str:
 
 
 def property_changes(resource_type: str, before: Mapping[str, Any], after: Mapping[str, Any],
-                     shown: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> tuple[PropertyChange, ...]:
-    """Every differing leaf, found on the real values and shown from their redacted copies (the redaction
-    sees whole env entries, args lists and Secret objects, which a single leaf cannot); `shown` gives the copies
-    when the caller has them already."""
-    shown_before, shown_after = shown or (redact_inputs(resource_type, before), redact_inputs(resource_type, after))
+                     shown: tuple[Mapping[str, Any], Mapping[str, Any]]) -> tuple[PropertyChange, ...]:
+    """Every differing leaf, found on the real values and shown from their redacted copies `shown` (the redaction
+    sees whole env entries, args lists and Secret objects, which a single leaf cannot)."""
+    shown_before, shown_after = shown
     changes = []
     for keys, b, a in _leaf_changes(dict(before), dict(after)):
         path = _path(keys)
@@ -328,18 +327,19 @@ def _tpu(resource: PlannedResource | None) -> TpuPool | None:
 
 
 def diff_plans(base: Plan, head: Plan, redacted: tuple[Plan, Plan] | None = None) -> PlanDiff:
-    """Every resource that differs between `base` and `head`, sorted by URN, and the TPU impact. `redacted`: the
-    two plans' redacted copies, when the caller has them (`Plan.redacted`), so nothing is redacted twice."""
+    """Every resource that differs between `base` and `head`, sorted by URN, and the TPU impact: found on the
+    plans, shown from their redacted copies (`Plan.redacted`, the one redaction; `redacted` when the caller has
+    them already)."""
+    base_shown, head_shown = redacted or (base.redacted(), head.redacted())
     before, after = base.by_urn(), head.by_urn()
-    shown_before = {r.urn: s.inputs for r, s in zip(base.resources, redacted[0].resources)} if redacted else {}
-    shown_after = {r.urn: s.inputs for r, s in zip(head.resources, redacted[1].resources)} if redacted else {}
+    shown_before = {r.urn: s for r, s in zip(base.resources, base_shown.resources)}
+    shown_after = {r.urn: s for r, s in zip(head.resources, head_shown.resources)}
     for new in head.resources:  # a base resource under an alias of a head one is that resource, moved
         moved = next((alias for alias in new.aliases
                       if alias in before and alias not in after and before[alias].type == new.type), None)
         if new.urn not in before and moved is not None:
             before[new.urn] = before.pop(moved)
-            if redacted:
-                shown_before[new.urn] = shown_before.pop(moved)
+            shown_before[new.urn] = shown_before.pop(moved)
     changes: list[ResourceChange] = []
     tally = _ImpactTally()
     for urn in sorted(set(before) | set(after)):
@@ -350,14 +350,12 @@ def diff_plans(base: Plan, head: Plan, redacted: tuple[Plan, Plan] | None = None
             action, props = Action.DELETE, ()
         else:
             props = property_changes(new.type, old.inputs, new.inputs,
-                                     (shown_before[urn], shown_after[urn]) if redacted else None)
+                                     (shown_before[urn].inputs, shown_after[urn].inputs))
             if not props:
                 continue
             action = Action.REPLACE if any(p.replaces for p in props) else Action.UPDATE
-        resource = new or old
-        assert resource is not None
-        changes.append(ResourceChange(redact_text(urn), redact_text(resource.type), redact_text(resource.name), action,
-                                      props))
+        shown = shown_after[urn] if new is not None else shown_before[urn]
+        changes.append(ResourceChange(shown.urn, shown.type, shown.name, action, props))
         tally.record(_tpu(old), _tpu(new), recreated=action is Action.REPLACE)
-    return PlanDiff((redact_text(base.project), redact_text(base.stack)),
-                    (redact_text(head.project), redact_text(head.stack)), tuple(changes), tally.impacts())
+    return PlanDiff((base_shown.project, base_shown.stack), (head_shown.project, head_shown.stack), tuple(changes),
+                    tally.impacts())
