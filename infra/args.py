@@ -9,6 +9,7 @@ source, so an error names what the user wrote: `tpuplane:cluster.cpuPool.minNode
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -248,13 +249,18 @@ def text(allowed: str, pattern: re.Pattern[str] | None = None, *, output_ok: boo
     return Annotated[Any, BeforeValidator(check), Allowed(allowed)]
 
 
+@functools.cache  # a field's validator is built once, not once per output it checks
+def _field_adapter(model: type[ConfigModel], name: str) -> TypeAdapter[Any]:
+    info = model.model_fields[name]
+    return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
+
+
 def field_problems(model: type[ConfigModel], name: str, value: object, source: Source) -> list[Problem]:
     """`value` judged by the type of `model`'s field `name` alone: for a value that was another resource's output
     when the Args were read, now that it is known."""
     info = model.model_fields[name]
     try:
-        TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-                    ).validate_python(value)
+        _field_adapter(model, name).validate_python(value)
     except ValidationError as exc:
         marker = field_marker(info, Allowed)
         return [Problem(p.path, p.given, marker.text if marker else p.allowed,
