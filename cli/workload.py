@@ -171,10 +171,13 @@ def render_command(
 
 
 def _only_with_pathways(pathways: bool, **options: object) -> None:
-    given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value]
-    if given and not pathways:
-        raise ConfigError.at(given[0], options[given[0][2:].replace("-", "_")], "only with --pathways",
-                             "these options describe a per-job Pathways cluster")
+    """Without --pathways, the first of these options given is refused."""
+    if pathways:
+        return
+    for name, value in options.items():
+        if value:
+            raise ConfigError.at(f"--{name.replace('_', '-')}", value, "only with --pathways",
+                                 "these options describe a per-job Pathways cluster")
 
 
 def on_stack_service(spec: Any, cfg: StackConfig | None) -> Any:
