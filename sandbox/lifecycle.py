@@ -34,7 +34,10 @@ from tpuplane.sandbox.processes import (
 from tpuplane.sandbox.toolchain import require_all
 
 Progress = Callable[[str], None]
-NODES_READY_TIMEOUT = 180.0  # kwok marks a few hundred nodes Ready in tens of seconds on 2 cores
+NODES_READY_TIMEOUT = 180.0  # kwok marks a few hundred nodes Ready in seconds; this is for a loaded machine
+# Seconds each process gets to exit on SIGTERM before SIGKILL. A sandbox's state is thrown away, so nothing is
+# lost by not waiting: Kueue sometimes took the whole 10 s default before exiting.
+STOP_GRACE = 3.0
 
 
 class SandboxError(RuntimeError):
@@ -272,7 +275,7 @@ def down(directory: Path, keep_logs: bool = False) -> list[str]:
             return []
     stopped = []
     for record in reversed(state.processes if state is not None else []):
-        stop(record.started())
+        stop(record.started(), grace=STOP_GRACE)
         stopped.append(record.name)
     stopped += [f"pid {pid}" for pid in kill_marked(str(directory))]  # what no record names
     for entry in directory.iterdir():

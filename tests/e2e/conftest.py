@@ -215,14 +215,18 @@ class LiveCluster:
         workload = self.workload_of(namespace, jobset) or {}
         return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), {})
 
-    def clear(self, *namespaces: str, timeout: float = 120) -> None:
-        """Delete every JobSet of the namespaces; return once their Workloads and pods are gone, so the quota and
-        the nodes are free for the next test (other pods, such as the proxy janitor's, are not theirs to wait for)."""
+    def clear(self, *namespaces: str, timeout: float = 120, workloads: bool = False) -> None:
+        """Delete every JobSet of the namespaces (and then every Workload, with `workloads`, where the garbage
+        collector would be slow to); return once their Workloads and pods are gone, so the quota and the nodes
+        are free for the next test (other pods, such as the proxy janitor's, are not theirs to wait for)."""
         core = client.CoreV1Api(self.api)
         for namespace in namespaces:
             for name in self.jobsets(namespace):
                 self.custom().delete_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets",
                                                               name, propagation_policy="Background")
+            for workload in self.workloads(namespace) if workloads else []:
+                self.custom().delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, "workloads",
+                                                              workload["metadata"]["name"])
 
         def pods(namespace: str) -> list[str]:
             return [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector=JOBSET_NAME_LABEL).items]

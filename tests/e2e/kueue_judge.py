@@ -25,7 +25,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOB_POD_SET = "main"  # Kueue's one pod set of a batch/v1 Job
-SETTLE = 8.0  # seconds a workload stays pending, or a pod unscheduled, before that is its outcome
+SETTLE = 4.0  # seconds a workload stays pending, or a pod unscheduled, before that is its outcome
 
 
 @dataclass

@@ -17,10 +17,7 @@ from conftest import REPO
 from e2e.conftest import processes_marked, stack_source
 from tpuplane.infra.fleet.nodes import stack_nodes
 from tpuplane.sandbox import lifecycle
-from tpuplane.sandbox.processes import listening
-
-TPUPLANE = [sys.executable, "-m", "tpuplane.cli.main"]
-
+from tpuplane.sandbox.processes import ProcessFailed, listening
 
 def tpuplane(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(Path(sys.executable).parent / "tpuplane"), *args], cwd=REPO, capture_output=True,
@@ -93,12 +90,18 @@ def test_down_leaves_no_process_no_port_and_no_folder(upped):
     assert not upped.folder.exists()
 
 
-def test_a_failed_up_stops_what_it_started(folder, monkeypatch):
-    """kwok cannot start (its binary is replaced by `false`): everything started before it is stopped."""
-    from tpuplane.sandbox import kwok
+def test_a_failed_up_stops_what_it_started(folder, tmp_path, monkeypatch):
+    """kube-scheduler exits as it starts (its binary is replaced by a script that fails): etcd, kube-apiserver and
+    kube-controller-manager, started before it, are stopped."""
+    from tpuplane.sandbox import control_plane
 
-    monkeypatch.setattr(kwok, "binary", lambda name: Path("/bin/false"))
-    with pytest.raises(Exception):
+    failing = tmp_path / "kube-scheduler"
+    failing.write_text("#!/bin/sh\necho 'kube-scheduler: cannot start' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    real = control_plane.binary
+    monkeypatch.setattr(control_plane, "binary", lambda name: failing if name == "kube-scheduler" else real(name))
+
+    with pytest.raises(ProcessFailed, match="kube-scheduler exited before healthy"):
         lifecycle.up(stack_source("dev"), folder)
     assert processes_marked(folder) == []
     assert [p.name for p in folder.iterdir()] == ["logs"]  # kept to read; the next `up` clears them
