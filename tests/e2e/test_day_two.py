@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jsonschema
@@ -215,10 +216,10 @@ def test_an_experiment_submits_every_trial_labelled_and_is_listed_and_deleted_as
 
 @pytest.fixture(scope="class")
 def scene(dev_cluster: LiveCluster) -> Iterator[LiveCluster]:
-    """In order: `wrong-shape` (a v5p workload, forced: no flavor matches); `done` (finishes); `broken` (its Job
-    fails); `low` (low priority, runs); `stuck` (forced, selects a label no node has: admitted, never placed);
-    `urgent` (very-high: the queue is full, so Kueue preempts `low`, the lowest priority); `waiting` (medium: no
-    quota left). Kueue's and JobSet's own conditions are awaited before anything is read."""
+    """In order: `wrong-shape` (a v5p workload, forced: no flavor matches), `done` (finishes) and `broken` (its Job
+    fails) at once; then `low` (low priority, runs); `stuck` (forced, selects a label no node has: admitted, never
+    placed); `urgent` (very-high: the queue is full, so Kueue preempts `low`, the lowest priority); `waiting`
+    (medium: no quota left). Kueue's and JobSet's own conditions are awaited before anything is read."""
     dev = dev_cluster
 
     def submit(path: Path, *flags: str) -> None:
@@ -229,11 +230,11 @@ def scene(dev_cluster: LiveCluster) -> Iterator[LiveCluster]:
                    for c in dev.jobsets(NS)[name].get("status", {}).get("conditions", []))
 
     submit(rendered(dev.cli, "wrong-shape", tpu_type="v5p-128", capacity="on-demand"), "--force")
+    submit(rendered(dev.cli, "done", edit=finishing("1s")))
+    submit(rendered(dev.cli, "broken", edit=failing(2)))
     until(lambda: "doesn't match node affinity" in dev.condition(NS, "wrong-shape", "QuotaReserved").get(
         "message", ""), "wrong-shape judged by Kueue")
-    submit(rendered(dev.cli, "done", edit=finishing("1s")))
     until(lambda: jobset_condition("done", "Completed"), "done completed")
-    submit(rendered(dev.cli, "broken", edit=failing(2)))
     until(lambda: jobset_condition("broken", "Failed"), "broken failed")
     submit(rendered(dev.cli, "low", priority="low"))
     running(dev, "low")
@@ -407,10 +408,11 @@ class TestOneQueueInEveryState:
         assert f"Warning FailedScheduling: 0/{nodes} nodes are available" in out
 
     def test_wait_exit_statuses(self, scene):
-        waits = {(name, target): scene.cli("workload", "wait", name, "--for", target, "--timeout", timeout)
-                 for name, target, timeout in [("done", "finished", "30s"), ("urgent", "admitted", "30s"),
-                                               ("broken", "finished", "30s"), ("stuck", "running", "3s"),
-                                               ("waiting", "admitted", "3s")]}
+        asked = [("done", "finished", "30s"), ("urgent", "admitted", "30s"), ("broken", "finished", "30s"),
+                 ("stuck", "running", "3s"), ("waiting", "admitted", "3s")]
+        with ThreadPoolExecutor(len(asked)) as pool:  # each its own process, as several users would wait at once
+            results = pool.map(lambda a: scene.cli("workload", "wait", a[0], "--for", a[1], "--timeout", a[2]), asked)
+            waits = {(name, target): result for (name, target, _), result in zip(asked, results)}
 
         assert {k: r.returncode for k, r in waits.items()} == {
             ("done", "finished"): 0, ("urgent", "admitted"): 0, ("broken", "finished"): 125,
