@@ -133,11 +133,15 @@ def _start(source: StackSource, state: SandboxState, paths: Paths, progress: Pro
     control_plane.start_etcd(paths, ports, launcher)
     progress("kube-apiserver")
     control_plane.start_apiserver(paths, ports, files, launcher)
-    progress("kube-controller-manager, kube-scheduler")
-    control_plane.start_controller_manager(paths, ports, files, launcher)
+    progress("kube-scheduler")
     control_plane.start_scheduler(paths, ports, launcher)
     api = ClusterApi(paths.kubeconfig)
     _start_controllers(source, state, paths, files, api, launcher, progress)
+    # After the controllers' CRDs: the garbage collector learns the kinds the API serves when it starts, and new
+    # ones only at its discovery sync every 30 s; until then a foreground deletion of a Kueue object (the
+    # Kubernetes provider's default) waits for it.
+    progress("kube-controller-manager")
+    control_plane.start_controller_manager(paths, ports, files, launcher)
     progress("kwok and the stack's nodes")
     kwok.start_kwok(paths.kubeconfig, ports.kwok, paths.controllers, launcher)
     _register_nodes(source, state, api)
