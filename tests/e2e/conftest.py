@@ -57,36 +57,42 @@ DEV, PROD, PATHWAYS = "stacks/Pulumi.dev.yaml", "stacks/Pulumi.prod.yaml", "stac
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "sandbox(config, applied=True): the test runs on the session's sandbox of "
-                                       "this stack config, its Kubernetes half applied (or not)")
+    config.addinivalue_line("markers", "sandbox(config, applied=True, last=False): the test runs on the session's "
+                                       "sandbox of this stack config, its Kubernetes half applied (or not); `last`: "
+                                       "after the stack's other tests, for a test that leaves the cluster disturbed")
 
 
 @dataclass(frozen=True)
 class SandboxMark:
-    """What a test's `sandbox` mark asks for: the stack config's path, and whether its half is applied."""
+    """What a test's `sandbox` mark asks for: the stack config's path, whether its half is applied, and whether the
+    test runs after the stack's others."""
 
     config_file: Path
     applied: bool
+    last: bool
 
     @classmethod
     def of(cls, node: pytest.Item | pytest.Collector) -> "SandboxMark | None":
         mark = node.get_closest_marker("sandbox")
-        return None if mark is None else cls((REPO / mark.args[0]).resolve(), mark.kwargs.get("applied", True))
+        return None if mark is None else cls((REPO / mark.args[0]).resolve(), mark.kwargs.get("applied", True),
+                                             mark.kwargs.get("last", False))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests of one stack run together, whatever their file, so that each stack's sandbox comes up once (the
     machine runs one at a time); tests with a sandbox of their own, or none, run first. Within a stack, the tests
-    that need its Kubernetes half unapplied go first: a fresh sandbox is, and applying happens once after them."""
+    that need its Kubernetes half unapplied go first (a fresh sandbox is, and applying happens once after them),
+    and those marked `last` go last."""
     stacks: dict[Path, int] = {}
     for item in items:
         if (mark := SandboxMark.of(item)) is not None:
             stacks.setdefault(mark.config_file, len(stacks))
 
-    def order(indexed: tuple[int, pytest.Item]) -> tuple[int, bool, int]:
+    def order(indexed: tuple[int, pytest.Item]) -> tuple[int, bool, bool, int]:
         index, item = indexed
         mark = SandboxMark.of(item)
-        return (-1, False, index) if mark is None else (stacks[mark.config_file], mark.applied, index)
+        return (-1, False, False, index) if mark is None else (stacks[mark.config_file], mark.applied, mark.last,
+                                                               index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=order)]
 
