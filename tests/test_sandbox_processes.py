@@ -14,11 +14,20 @@ def sleeper(tmp_path, marker: str):
     return launcher.start("sleeper", ["sleep", "60"]), records
 
 
+def marked_soon(marker: str) -> list[int]:
+    """`marked`, once a just-started process's environment is readable: Popen returns when exec closes its pipe,
+    a moment before the kernel has set up the new program's environment (under load, long enough to read none)."""
+    deadline = time.monotonic() + 5
+    while not (found := marked(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
 def test_a_started_process_is_recorded_at_once_and_carries_its_marker(tmp_path):
     started, records = sleeper(tmp_path, str(tmp_path))
     try:
         assert records == [started] and alive(started)
-        assert marked(str(tmp_path)) == [started.pid]
+        assert marked_soon(str(tmp_path)) == [started.pid]
     finally:
         stop(started)
     assert not alive(started)
@@ -36,6 +45,7 @@ def test_processes_no_record_names_are_killed_by_their_marker(tmp_path):
     started, _ = sleeper(tmp_path, str(tmp_path))
     other, _ = sleeper(tmp_path, str(tmp_path / "another-sandbox"))
     try:
+        assert marked_soon(str(tmp_path)) == [started.pid]
         assert kill_marked(str(tmp_path)) == [started.pid]
         deadline = time.monotonic() + 5
         while alive(started) and time.monotonic() < deadline:

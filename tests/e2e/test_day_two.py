@@ -743,8 +743,8 @@ KUEUE_CRDS = ("workloads", "clusterqueues", "localqueues", "resourceflavors", "a
 @pytest.fixture(scope="module")
 def kueue_before_v1beta2(dev_cluster, job_file) -> Iterator[None]:
     """A JobSet `some`, then Kueue's CRDs serving v1beta1 only, as Kueue releases before 0.15 do (the objects stay
-    in etcd); v1beta2 served again afterwards. The Kueue controller is paused meanwhile (SIGSTOP): its watches
-    would fail and back off for tens of seconds after v1beta2 comes back, holding up the JobSet's deletion."""
+    in etcd); v1beta2 served again afterwards. The Kueue controller is paused meanwhile (SIGSTOP), so that its
+    watches do not fail and back off while its kinds are away."""
     extensions = client.ApiextensionsV1Api(dev_cluster.api)
     dev_cluster.cli.ok("workload", "submit", str(job_file))
     kueue = next(p for p in dev_cluster.state.processes if p.name == "kueue")
