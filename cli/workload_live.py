@@ -28,6 +28,7 @@ from tpuplane.cli import FORMAT, OutputFormat
 from tpuplane.cli.live import (
     CONTEXT,
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     KUBECONFIG,
     NAMESPACE,
     REQUEST_TIMEOUT,
@@ -529,7 +530,12 @@ def _confirm(what: str, yes: bool) -> None:
         return
     if not interactive():
         fail(f"deleting {what} needs a confirmation, and there is no terminal to ask on. Hint: pass --yes")
-    if not typer.confirm(f"Delete {what}?", default=False, err=True):
+    try:
+        answer = typer.confirm(f"Delete {what}?", default=False, err=True)
+    except typer.Abort:  # Ctrl-C or end of input at the question: interrupted, as everywhere else
+        console(stderr=True).print("\ninterrupted: nothing deleted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if not answer:
         console(stderr=True).print("Nothing deleted.")
         raise typer.Exit(0)
 

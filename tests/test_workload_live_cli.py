@@ -477,6 +477,21 @@ def test_delete_at_a_terminal_asks_and_deletes_only_on_yes(world, monkeypatch, a
     assert len([r for r in world.requests if r.method == "DELETE"]) == deleted
 
 
+def test_delete_interrupted_at_the_question_deletes_nothing_and_exits_130(world, monkeypatch):
+    """Ctrl-C at the question (the prompt turns it, like the end of input, into Abort) is an interruption, as it is
+    anywhere else in the live commands; it used to end with "Aborted!" and exit 1."""
+    import tpuplane.cli.workload_live as live
+
+    monkeypatch.setattr(live, "interactive", lambda: True)
+
+    result = CliRunner().invoke(app, ["workload", "delete", "a-big", "--kubeconfig", str(world.kubeconfig)],
+                                input="")
+
+    assert result.exit_code == 130, result.output
+    assert result.stderr.splitlines()[-1] == "interrupted: nothing deleted"
+    assert [r for r in world.requests if r.method == "DELETE"] == []
+
+
 def test_delete_with_yes_deletes_the_jobset_in_the_background(world):
     world.serve(f"{JOBSETS}/a-big", {"kind": "Status", "apiVersion": "v1", "status": "Success"}, method="DELETE")
 
