@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -69,6 +70,16 @@ def config_problems(raw: dict[str, Any]) -> list[Problem]:
 def refusals(raw: dict[str, Any]) -> list[tuple[str, object]]:
     """Each problem of a refused stack config as (path, value given)."""
     return [(problem.path, problem.given) for problem in config_problems(raw)]
+
+
+def poll_until(condition: Callable[[], Any], *, patience: float = 30.0) -> bool:
+    """Poll until `condition()` holds; False if it still does not after `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def printed_by_two_processes(code: str, *args: str) -> tuple[str, str]:

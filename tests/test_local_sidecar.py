@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 import cpu_jax  # noqa: F401 (JAX on 8 CPU devices, set before any backend exists)
+from conftest import poll_until
 import numpy as np
 import pytest
 import typer
@@ -451,16 +451,6 @@ def test_local_sidecar_timed_out_large_request_is_cancelled_mid_send(sidecar):
 def marked_processes(session: str) -> list[int]:
     """Processes still running with this sidecar's session marker in their environment."""
     return marked_pids(SESSION_ENV, session)
-
-
-def poll_until(condition, *, patience: float = 30.0) -> bool:
-    """Poll until `condition()` holds; False if it still does not after `patience` seconds."""
-    deadline = time.monotonic() + patience
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture

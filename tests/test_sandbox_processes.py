@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
+from conftest import poll_until
 from tpuplane.sandbox.processes import Launcher, alive, kill_marked, marked, stop
 
 
@@ -17,10 +17,8 @@ def sleeper(tmp_path, marker: str):
 def marked_soon(marker: str) -> list[int]:
     """`marked`, once a just-started process's environment is readable: Popen returns when exec closes its pipe,
     a moment before the kernel has set up the new program's environment (under load, long enough to read none)."""
-    deadline = time.monotonic() + 5
-    while not (found := marked(marker)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return found
+    poll_until(lambda: marked(marker), patience=5)
+    return marked(marker)
 
 
 def test_a_started_process_is_recorded_at_once_and_carries_its_marker(tmp_path):
@@ -47,9 +45,7 @@ def test_processes_no_record_names_are_killed_by_their_marker(tmp_path):
     try:
         assert marked_soon(str(tmp_path)) == [started.pid]
         assert kill_marked(str(tmp_path)) == [started.pid]
-        deadline = time.monotonic() + 5
-        while alive(started) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll_until(lambda: not alive(started), patience=5)
         assert not alive(started) and alive(other)
     finally:
         stop(other)

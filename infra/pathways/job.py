@@ -248,7 +248,7 @@ def _worker_job(job: PathwaysJobSpec) -> dict[str, Any]:
     if job.sidecar_image is not None:
         pod = attach_colocated_sidecar(pod, job.sidecar_image)
     pod, metadata = with_pod_mounts(pod, {"labels": {**job.labels, **job.worker_labels}}, job.mounts,
-                                 container["name"])
+                                    container["name"])
     return {
         "name": WORKER_JOB,
         "replicas": job.slices,
