@@ -8,17 +8,20 @@ needs credentials, a network, or the Pulumi CLI.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import runpy
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pulumi
 from pulumi.runtime import mocks as _mocks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime import settings as _settings
 from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from tpuplane.components.pulumi_tuning import tuned_runtime
 from tpuplane.infra.review.plan import CLUSTER, Plan, PlannedResource
@@ -161,10 +164,34 @@ def run_under_mocks(program: Callable[[], None], config: Mapping[str, Any], *, p
         exported = _settings.get_root_resource().outputs  # type: ignore[union-attr]
         outputs.update(_sync_await(pulumi.Output.from_input(exported).future()) or {})
 
-    with tuned_runtime():
+    with tuned_runtime(), _leaving_nothing_behind():
         _sync_await(run_pulumi_func(body))
     resources = sorted(monitor.recorded, key=lambda r: r.urn)
     return Plan(project=project, stack=stack, resources=tuple(resources), outputs=normalize(outputs))
+
+
+@contextlib.contextmanager
+def _leaving_nothing_behind() -> Iterator[None]:
+    """Finish, before returning, whatever the enclosed program left on the event loop and in its threads.
+
+    The SDK re-raises a program's first failure at once, while its other registrations still wait on their inputs
+    or run in the loop's executor; left there, they would run, and register, during the next program. Tasks that
+    were pending before (an Output made outside the program) are left alone, and the loop gets a fresh executor
+    for what runs on it next.
+    """
+    loop = _ensure_event_loop()
+    before = asyncio.all_tasks(loop)
+    executor = ThreadPoolExecutor(thread_name_prefix="pulumi-mock-rpc")
+    loop.set_default_executor(executor)
+    try:
+        yield
+    finally:
+        leftovers = asyncio.all_tasks(loop) - before
+        for task in leftovers:
+            task.cancel()
+        _sync_await(asyncio.gather(*leftovers, return_exceptions=True))
+        executor.shutdown(wait=True)
+        loop.set_default_executor(ThreadPoolExecutor())
 
 
 def run_program_file(path: Path, config: Mapping[str, Any], *, project: str, stack: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
 from pulumi.runtime import resource as sdk_resource
@@ -55,6 +57,30 @@ def test_offline_runner_restores_sdk_when_the_program_fails():
     with pytest.raises(ValueError, match="boom"):
         offline.run_under_mocks(failing, {})
     assert (sdk_resource._get_stack_trace, gc.isenabled()) == (stack_trace, True)
+
+
+def test_a_failed_program_leaves_nothing_to_register_during_the_next_one(registrations):
+    """The SDK raises a program's first failure while its other registrations still wait on their inputs."""
+    def failing() -> None:
+        pulumi.CustomResource("test:index:Late", "late", {"value": pulumi.Output.from_input(_after(0.1))})
+        pulumi.CustomResource("test:index:Bad", "bad", {"value": pulumi.Output.from_input("x").apply(_raise)})
+
+    with pytest.raises(ValueError, match="boom"):
+        offline.run_under_mocks(failing, {})
+    registrations.clear()
+    offline.run_under_mocks(
+        lambda: pulumi.CustomResource("test:index:Own", "own", {"value": pulumi.Output.from_input(_after(0.3))}), {})
+
+    assert registrations == ["test:index:Own::own"]
+
+
+async def _after(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "x"
+
+
+def _raise(_: object) -> None:
+    raise ValueError("boom")
 
 
 def test_pulumi_tuning_installed_sdk_is_a_checked_one():
