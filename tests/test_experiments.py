@@ -27,9 +27,10 @@ def experiment(**fields) -> ExperimentSpec:
 
 
 def command_of(jobset, i=0) -> str:
-    """The user's command line inside the SIGTERM wrapper (on a line of its own between '(' and ') &')."""
+    """The user's command line inside the SIGTERM wrapper (on lines of its own, after the subshell's trap and
+    before ') &')."""
     script = jobset["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
-    return script.split("(\n", 1)[1].split("\n) &", 1)[0]
+    return script.split("(\ntrap : TERM\n", 1)[1].split("\n) &", 1)[0]
 
 
 def names(jobsets) -> list[str]:

@@ -292,7 +292,7 @@ def test_command_runs_in_the_sigterm_forwarding_wrapper():
     job = TpuJob(tpu_type="v6e-16", image="i", command="python train.py # the comment stays harmless")
     script = shell_command(job)[2]
     assert script.startswith("trap ")
-    assert "(\npython train.py # the comment stays harmless\n) &\n" in script
+    assert "(\ntrap : TERM\npython train.py # the comment stays harmless\n) &\n" in script
     assert script.rstrip().endswith('exit "$code"')
 
 
@@ -330,7 +330,8 @@ def test_sigterm_reaches_the_program_and_its_exit_code_propagates(tmp_path: Path
     proc = subprocess.Popen(shell_command(job), start_new_session=True, stderr=subprocess.DEVNULL)
     wait_ready(marker)
     proc.send_signal(signal.SIGTERM)
-    # a pipeline's code is its last command's: `cat` got the TERM too
+    # a pipeline's code is its last command's: `cat` got the TERM too; the marker is there because the wrapper
+    # exits only after every program of the line has (a container's other processes die with it)
     assert proc.wait(timeout=20) == (7 if shape != "{} | cat" else 128 + signal.SIGTERM)
     assert marker.read_text() == "TERM"
 

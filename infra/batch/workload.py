@@ -486,6 +486,7 @@ def multislice_env(spec: TpuSpec, slices: int) -> list[dict[str, Any]]:
 _SIGTERM_WRAPPER = """\
 trap 'trap "" TERM; kill -TERM 0' TERM
 (
+trap : TERM
 {line}
 ) &
 child=$!
@@ -503,7 +504,10 @@ def shell_command(job: TpuJob) -> list[str]:
     args are quoted, never interpreted. The line sits on lines of its own, so a trailing comment stays harmless.
 
     Not `exec`: the program would become the container's PID 1, and the kernel drops a signal PID 1 has no
-    handler for, so a Python program without a SIGTERM handler would ignore preemption until SIGKILL.
+    handler for, so a Python program without a SIGTERM handler would ignore preemption until SIGKILL. The subshell
+    running the line catches TERM (`trap :`; its programs start with the default action) so that it waits for the
+    whole line: dying at once, it would let the wrapper exit, and the kernel SIGKILL the rest of the container,
+    while a program of a pipeline (`python train.py | tee log`) still saves its checkpoint.
     """
     line = " ".join([job.command, *(quote(a) for a in job.args)])
     return ["/bin/sh", "-c", _SIGTERM_WRAPPER.format(line=line)]
