@@ -27,6 +27,9 @@ from tpuplane.runtime.kube import (
     JOBSET_VERSION,
     ApiUnreachable,
     KubeApi,
+    items_of,
+    api_path,
+    api_request,
 )
 
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -44,6 +47,9 @@ class Resource:
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.group}/{self.version}"
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> tuple[str, dict[str, str]]:
+        return api_path(self.group, self.version, self.plural, namespace if self.namespaced else None, name)
 
 
 JOBSETS = Resource(JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL, "JobSet")
@@ -102,58 +108,48 @@ class BatchApi(KubeApi):
                      *, within: float | None = None) -> list[dict[str, Any]]:
         """Objects of `kind` in `namespace`, or in every namespace (or cluster-wide) when it is None."""
         where = f" in {namespace}" if namespace and kind.namespaced else ""
-        if namespace and kind.namespaced:
-            result = self._call(f"list {kind}{where}", self._custom.list_namespaced_custom_object, kind.group,
-                                kind.version, namespace, kind.plural, label_selector=label_selector, within=within,
-                                resource=str(kind))
-        else:
-            result = self._call(f"list {kind}", self._custom.list_cluster_custom_object, kind.group, kind.version,
-                                kind.plural, label_selector=label_selector, within=within, resource=str(kind))
-        return [item for item in (result or {}).get("items") or [] if isinstance(item, dict)]
+        return items_of(self._request(f"list {kind}{where}", "GET", kind.path(namespace or None),
+                                      query={"labelSelector": label_selector or None}, within=within,
+                                      resource=str(kind)))
 
     def get_object(self, kind: Resource, namespace: str, name: str, *, within: float | None = None) -> dict[str, Any]:
-        return self._call(f"get {kind.kind} {namespace}/{name}", self._custom.get_namespaced_custom_object,
-                          kind.group, kind.version, namespace, kind.plural, name, within=within, resource=str(kind))
+        return self._request(f"get {kind.kind} {namespace}/{name}", "GET", kind.path(namespace, name), within=within,
+                             resource=str(kind))
 
     def apply_object(self, kind: Resource, manifest: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Server-side apply (field manager `tpuplane`); with `dry_run`, the server checks it and stores nothing."""
         meta = manifest["metadata"]
-        return self._call(f"apply {kind.kind} {meta['namespace']}/{meta['name']}",
-                          self._custom.patch_namespaced_custom_object, kind.group, kind.version, meta["namespace"],
-                          kind.plural, meta["name"], manifest, field_manager=FIELD_MANAGER,
-                          dry_run="All" if dry_run else None, _content_type="application/apply-patch+yaml",
-                          resource=str(kind))
+        return self._request(f"apply {kind.kind} {meta['namespace']}/{meta['name']}", "PATCH",
+                             kind.path(meta["namespace"], meta["name"]), body=manifest,
+                             query={"fieldManager": FIELD_MANAGER, "dryRun": "All" if dry_run else None},
+                             content_type="application/apply-patch+yaml", resource=str(kind))
 
     def delete_object(self, kind: Resource, namespace: str, name: str) -> None:
         """Delete; the objects it owns (Kueue's Workload, child Jobs, pods) go in the background."""
-        self._call(f"delete {kind.kind} {namespace}/{name}", self._custom.delete_namespaced_custom_object,
-                   kind.group, kind.version, namespace, kind.plural, name, propagation_policy="Background",
-                   resource=str(kind))
+        self._request(f"delete {kind.kind} {namespace}/{name}", "DELETE", kind.path(namespace, name),
+                      query={"propagationPolicy": "Background"}, resource=str(kind))
 
     # ---- core objects
 
     def list_nodes(self) -> list[dict[str, Any]]:
-        result = self._call("list nodes", self._core.list_node, resource="nodes/v1")
-        return [self._serialize(item) for item in result.items]
+        return items_of(self._request("list nodes", "GET", api_path("", "v1", "nodes"), resource="nodes/v1"))
 
     def list_claims(self) -> list[dict[str, Any]]:
         """The PersistentVolumeClaims of every namespace (what a workload may mount)."""
-        result = self._call("list persistentvolumeclaims", self._core.list_persistent_volume_claim_for_all_namespaces,
-                            resource="persistentvolumeclaims/v1")
-        return [self._serialize(item) for item in result.items]
+        claims = api_path("", "v1", "persistentvolumeclaims")
+        return items_of(self._request("list persistentvolumeclaims", "GET", claims,
+                                      resource="persistentvolumeclaims/v1"))
 
     def pods(self, namespace: str | None, label_selector: str, *, within: float | None = None) -> list[dict[str, Any]]:
         """Pods matching `label_selector` in `namespace`, or in every namespace when it is None."""
         if namespace is None:
-            result = self._call("list pods", self._core.list_pod_for_all_namespaces, label_selector=label_selector,
-                                within=within, resource="pods/v1")
-            return [self._serialize(item) for item in result.items]
+            return items_of(self._request("list pods", "GET", api_path("", "v1", "pods"),
+                                          query={"labelSelector": label_selector}, within=within, resource="pods/v1"))
         return self.list_pods(namespace, label_selector, within=within)
 
     def namespace_events(self, namespace: str) -> list[dict[str, Any]]:
-        result = self._call(f"list events in {namespace}", self._core.list_namespaced_event, namespace,
-                            resource="events/v1")
-        return [self._serialize(item) for item in result.items]
+        return items_of(self._request(f"list events in {namespace}", "GET", api_path("", "v1", "events", namespace),
+                                      resource="events/v1"))
 
     def stream_log(self, namespace: str, pod: str, container: str | None, *, follow: bool,
                    tail_lines: int | None) -> Iterator[bytes]:
@@ -162,8 +158,9 @@ class BatchApi(KubeApi):
         stream with ApiUnreachable."""
         connect, read = self._request_timeout
         try:
-            response = self._core.read_namespaced_pod_log(
-                pod, namespace, container=container, follow=follow, tail_lines=tail_lines, _preload_content=False,
+            response = api_request(
+                self._api_client, "GET", api_path("", "v1", "pods", namespace, pod, "log"), stream=True,
+                query={"container": container, "follow": "true" if follow else "false", "tailLines": tail_lines},
                 _request_timeout=(connect, float(MAX_DURATION_SECONDS) if follow else read))
         except ApiException as error:
             raise ApiCallFailed(f"read the log of pod {namespace}/{pod}", "pods/log", error) from None

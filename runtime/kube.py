@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from functools import cached_property
 from typing import Any
 
 import urllib3
@@ -23,7 +22,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client import ApiException
 
-__all__ = ["ApiException", "ApiUnreachable", "DEFAULT_REQUEST_TIMEOUT", "FIELD_MANAGER", "KubeApi", "in_cluster"]
+__all__ = ["ApiException", "ApiUnreachable", "DEFAULT_REQUEST_TIMEOUT", "FIELD_MANAGER", "KubeApi", "api_path",
+           "api_request", "in_cluster", "items_of"]
 
 DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for one request
 FIELD_MANAGER = "tpuplane"  # names tpuplane's writes in managedFields, where the janitor finds the server's clock
@@ -44,31 +44,54 @@ class KubeConfigError(ValueError):
     """No usable kubeconfig: missing, malformed, or without the context asked for. Bad input, never a crash."""
 
 
+def api_path(group: str, version: str, plural: str, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> tuple[str, dict[str, str]]:
+    """A resource's API path (the core group's under /api/v1, others under /apis), with the namespace and name as
+    path parameters, which the client escapes."""
+    template = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    params = {}
+    if namespace is not None:
+        template, params["namespace"] = template + "/namespaces/{namespace}", namespace
+    template += f"/{plural}"
+    if name is not None:
+        template, params["name"] = template + "/{name}", name
+    return template + (f"/{subresource}" if subresource else ""), params
+
+
+def api_request(api_client: client.ApiClient, method: str, path: tuple[str, dict[str, str]], *,
+                query: dict[str, Any] | None = None, body: Any = None, content_type: str | None = None,
+                stream: bool = False, _request_timeout: Any = None) -> Any:
+    """One call to the API server: its JSON answer as plain data, or with `stream` the open response to read.
+
+    The client's typed API classes are not used: importing `CoreV1Api` costs its models (0.6 s of every command
+    that lists pods), and their answers are models that would be turned back into dicts. Authentication, TLS, the
+    exec credential plugin and the errors (`ApiException` with the server's status) are the client's, as for its
+    `CustomObjectsApi`."""
+    headers = {"Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    template, params = path
+    request = api_client.param_serialize(
+        method, template, path_params=params, header_params=headers, body=body, auth_settings=["BearerToken"],
+        query_params=[(key, value) for key, value in (query or {}).items() if value is not None])
+    response = api_client.call_api(*request, _request_timeout=_request_timeout)
+    if stream and 200 <= response.status <= 299:
+        return response.response
+    response.read()
+    return api_client.response_deserialize(response, {"2XX": "object"}).data
+
+
 class KubeApi:
-    """BatchV1Api + CoreV1Api + CustomObjectsApi bound to one kubeconfig context (or a pod's service account).
+    """Jobs, pods, events and JobSets of one kubeconfig context (or a pod's service account), by API path.
 
     Build it with `from_context`, which also turns urllib3's retries off; a hand-made `api_client` keeps its own.
-    Each API class is made on first use: importing one costs the client's models (BatchV1Api alone 1.4 s).
     """
 
     def __init__(self, api_client: client.ApiClient, context_namespace: str | None, *,
                  request_timeout: tuple[float, float] = DEFAULT_REQUEST_TIMEOUT):
         self._api_client = api_client
-        self._serialize = api_client.sanitize_for_serialization
         self._context_namespace = context_namespace
         self._request_timeout = request_timeout
-
-    @cached_property
-    def _batch(self) -> client.BatchV1Api:
-        return client.BatchV1Api(self._api_client)
-
-    @cached_property
-    def _core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self._api_client)
-
-    @cached_property
-    def _custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self._api_client)
 
     @classmethod
     def from_context(cls, context: str | None = None, *, kubeconfig: str | None = None,
@@ -124,47 +147,50 @@ class KubeApi:
             raise ApiUnreachable(f"no answer from the Kubernetes API to {what} within {connect:g}s to connect "
                                  f"and {read:g}s to read: {error}") from error
 
+    def _request(self, what: str, method: str, path: tuple[str, dict[str, str]], *, within: float | None = None,
+                 **kwargs: Any) -> Any:
+        """`api_request` within the request timeout (capped by `within`), named `what` in its errors."""
+        return self._call(what, api_request, self._api_client, method, path, within=within, **kwargs)
+
     def create_job(self, namespace: str, manifest: dict[str, Any]) -> None:
-        self._call(f"create Job {namespace}/{manifest['metadata']['name']}", self._batch.create_namespaced_job,
-                   namespace, manifest, field_manager=FIELD_MANAGER)
+        self._request(f"create Job {namespace}/{manifest['metadata']['name']}", "POST",
+                      api_path("batch", "v1", "jobs", namespace), body=manifest,
+                      query={"fieldManager": FIELD_MANAGER})
 
     def delete_job(self, namespace: str, name: str) -> None:
         """Delete a Job and, in the background, its pods."""
-        self._call(f"delete Job {namespace}/{name}", self._batch.delete_namespaced_job, name, namespace,
-                   propagation_policy="Background")
+        self._request(f"delete Job {namespace}/{name}", "DELETE", api_path("batch", "v1", "jobs", namespace, name),
+                      query={"propagationPolicy": "Background"})
 
     def patch_job_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         """A JSON merge patch: only these annotations change, whatever else the Job carries."""
-        self._call(f"patch Job {namespace}/{name}", self._batch.patch_namespaced_job, name, namespace,
-                   {"metadata": {"annotations": annotations}}, field_manager=FIELD_MANAGER,
-                   _content_type="application/merge-patch+json")
+        self._request(f"patch Job {namespace}/{name}", "PATCH", api_path("batch", "v1", "jobs", namespace, name),
+                      body={"metadata": {"annotations": annotations}}, query={"fieldManager": FIELD_MANAGER},
+                      content_type="application/merge-patch+json")
 
     def list_jobs(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         """Jobs matching `label_selector` in `namespace`, or in every namespace when it is None."""
-        if namespace is None:
-            result = self._call("list Jobs", self._batch.list_job_for_all_namespaces, label_selector=label_selector)
-        else:
-            result = self._call(f"list Jobs in {namespace}", self._batch.list_namespaced_job, namespace,
-                                label_selector=label_selector)
-        return [self._serialize(item) for item in result.items]
+        what = "list Jobs" if namespace is None else f"list Jobs in {namespace}"
+        return items_of(self._request(what, "GET", api_path("batch", "v1", "jobs", namespace),
+                                      query={"labelSelector": label_selector}))
 
     def list_pods(self, namespace: str, label_selector: str, *, within: float | None = None) -> list[dict[str, Any]]:
-        result = self._call(f"list pods in {namespace}", self._core.list_namespaced_pod, namespace,
-                            label_selector=label_selector, within=within)
-        return [self._serialize(item) for item in result.items]
+        return items_of(self._request(f"list pods in {namespace}", "GET", api_path("", "v1", "pods", namespace),
+                                      query={"labelSelector": label_selector}, within=within))
 
     def list_events(self, namespace: str, involved_object: str, *, within: float | None = None) -> list[dict[str, Any]]:
         """Events about one object (a pod or a Job) by name."""
-        result = self._call(f"list events in {namespace}", self._core.list_namespaced_event, namespace,
-                            field_selector=f"involvedObject.name={involved_object}", within=within)
-        return [self._serialize(item) for item in result.items]
+        return items_of(self._request(f"list events in {namespace}", "GET", api_path("", "v1", "events", namespace),
+                                      query={"fieldSelector": f"involvedObject.name={involved_object}"},
+                                      within=within))
 
     def follow_pod_log(self, namespace: str, pod: str, container: str, *,
                        within: float | None = None) -> Iterator[str]:
         """A container's log from its start, line by line, as it is written (`kubectl logs -f`). Ends when the
         container stops; ApiUnreachable when no line came within the read timeout (capped by `within`)."""
-        response = self._call(f"read the log of pod {namespace}/{pod}", self._core.read_namespaced_pod_log, pod,
-                              namespace, container=container, follow=True, _preload_content=False, within=within)
+        response = self._request(f"read the log of pod {namespace}/{pod}", "GET",
+                                 api_path("", "v1", "pods", namespace, pod, "log"),
+                                 query={"container": container, "follow": "true"}, stream=True, within=within)
         try:
             for line in response:
                 yield line.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -175,5 +201,10 @@ class KubeApi:
 
     def get_jobset(self, namespace: str, name: str) -> dict[str, Any]:
         """A JobSet (jobset.x-k8s.io/v1alpha2), e.g. the Shared Pathways Service's, as a plain dict."""
-        return self._call(f"get JobSet {namespace}/{name}", self._custom.get_namespaced_custom_object,
-                          JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name)
+        return self._request(f"get JobSet {namespace}/{name}", "GET",
+                             api_path(JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL, namespace, name))
+
+
+def items_of(answer: Any) -> list[dict[str, Any]]:
+    """The objects of a list answer."""
+    return [item for item in (answer or {}).get("items") or [] if isinstance(item, dict)]

@@ -10,6 +10,8 @@ from typing import Any, Iterable
 from kubernetes import client, config, dynamic
 from kubernetes.client import ApiException
 
+from tpuplane.runtime.kube import api_path, api_request, items_of
+
 FIELD_MANAGER = "tpuplane-sandbox"
 
 
@@ -33,6 +35,9 @@ class ClusterApi:
         """New CRDs: the next call discovers their kinds afresh."""
         self._dynamic = None
 
+    def _request(self, method: str, path: tuple[str, dict[str, str]], **kwargs: Any) -> Any:
+        return api_request(self.api_client, method, path, **kwargs)
+
     def apply(self, objects: Iterable[dict[str, Any]]) -> None:
         for obj in objects:
             resource = self.dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
@@ -42,13 +47,14 @@ class ClusterApi:
 
     def wait_for_crds(self, names: list[str], timeout: float = 60.0) -> None:
         """Until every CRD is Established (served)."""
-        api = client.ApiextensionsV1Api(self.api_client)
         deadline = time.monotonic() + timeout
         pending = set(names)
         while pending and time.monotonic() < deadline:
             for name in sorted(pending):
-                crd = api.read_custom_resource_definition(name)
-                if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
+                crd = self._request("GET", api_path("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                                    name=name))
+                if any(c.get("type") == "Established" and c.get("status") == "True"
+                       for c in crd.get("status", {}).get("conditions") or []):
                     pending.discard(name)
             if pending:
                 time.sleep(0.2)
@@ -70,21 +76,20 @@ class ClusterApi:
 
     def create_node(self, node: dict[str, Any]) -> None:
         """Register a node with its status (as a kubelet does: the status rides in the create)."""
-        core = client.CoreV1Api(self.api_client)
-        created = core.create_node(node)
-        created_status = node.get("status")
-        if created_status:
-            core.patch_node_status(created.metadata.name, {"status": created_status})
+        created = self._request("POST", api_path("", "v1", "nodes"), body=node)
+        if node.get("status"):
+            self._request("PATCH", api_path("", "v1", "nodes", name=created["metadata"]["name"], subresource="status"),
+                          body={"status": node["status"]}, content_type="application/strategic-merge-patch+json")
 
     def nodes_ready(self, names: set[str]) -> int:
         """How many of `names` take pods: Ready, and rid of the `node.kubernetes.io/not-ready` taint the node
         lifecycle controller puts on every new node (it lifts it some seconds after Ready; until then the
         scheduler leaves the node alone)."""
-        core = client.CoreV1Api(self.api_client)
-        ready = 0
-        for node in core.list_node().items:
-            if node.metadata.name in names and any(
-                    c.type == "Ready" and c.status == "True" for c in node.status.conditions or []) and not any(
-                    t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or []):
-                ready += 1
-        return ready
+        def takes_pods(node: dict[str, Any]) -> bool:
+            conditions = node.get("status", {}).get("conditions") or []
+            taints = node.get("spec", {}).get("taints") or []
+            return (any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+                    and not any(t.get("key", "").startswith("node.kubernetes.io/") for t in taints))
+
+        nodes = items_of(self._request("GET", api_path("", "v1", "nodes")))
+        return sum(1 for node in nodes if node["metadata"]["name"] in names and takes_pods(node))
