@@ -286,7 +286,7 @@ def require_all() -> None:
     missing = [m.folder for m in MODULES if not is_built(m)]
     if missing:
         raise ToolchainMissing(f"the sandbox's toolchain is not built ({', '.join(missing)}); "
-                               "run `tpuplane sandbox build` (about 30-45 minutes cold on 2 cores, then cached)")
+                               "run `tpuplane sandbox build` (about 30 minutes cold on 2 cores, then cached)")
 
 
 def binary(name: str) -> Path:
