@@ -76,7 +76,8 @@ def render_chart(controller: Controller, values: dict[str, Any], work: Path) -> 
                                              "HELM_DATA_HOME": str(work / "helm")})
     if result.returncode:
         raise RuntimeError(f"helm template of {chart} failed: {result.stderr.strip()}")
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    # libyaml's loader where PyYAML has it: the charts' CRDs are 1.7 MB of YAML (2.5 s in Python, 0.3 s in C)
+    return [doc for doc in yaml.load_all(result.stdout, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc]
 
 
 # The ProvisioningRequest API (cluster-autoscaler's, which GKE serves for queued provisioning), at the version
