@@ -43,7 +43,7 @@ test: $(VENV)/.installed browser mermaid
 
 e2e: $(VENV)/.installed
 	$(BIN)/tpuplane sandbox build
-	$(BIN)/pytest -q -p no:xdist --e2e tests/e2e
+	$(BIN)/pytest -q -n 2 --dist loadgroup --e2e tests/e2e
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_speed.py

@@ -57,59 +57,74 @@ DEV, PROD, PATHWAYS = "stacks/Pulumi.dev.yaml", "stacks/Pulumi.prod.yaml", "stac
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "sandbox(config, applied=True, last=False): the test runs on the session's "
+    config.addinivalue_line("markers", "sandbox(config, applied=True, last=False, group=''): the test runs on a "
                                        "sandbox of this stack config, its Kubernetes half applied (or not); `last`: "
-                                       "after the stack's other tests, for a test that leaves the cluster disturbed")
+                                       "after the group's other tests, for a test that leaves the cluster disturbed; "
+                                       "`group`: a sandbox of its own for the tests that name it")
 
 
 @dataclass(frozen=True)
 class SandboxMark:
-    """What a test's `sandbox` mark asks for: the stack config's path, whether its half is applied, and whether the
-    test runs after the stack's others."""
+    """What a test's `sandbox` mark asks for: the stack config's path, whether its half is applied, whether the
+    test runs after the others of its group, and the group: the tests of a stack config and group share one
+    sandbox, brought up once."""
 
     config_file: Path
     applied: bool
     last: bool
+    group: str
 
     @classmethod
     def of(cls, node: pytest.Item | pytest.Collector) -> "SandboxMark | None":
         mark = node.get_closest_marker("sandbox")
         return None if mark is None else cls((REPO / mark.args[0]).resolve(), mark.kwargs.get("applied", True),
-                                             mark.kwargs.get("last", False))
+                                             mark.kwargs.get("last", False), mark.kwargs.get("group", ""))
+
+    @property
+    def key(self) -> tuple[Path, str]:
+        return self.config_file, self.group
+
+    @property
+    def name(self) -> str:
+        stack = self.config_file.stem.removeprefix("Pulumi.")
+        return f"{stack}-{self.group}" if self.group else stack
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks added here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of one stack run together, whatever their file, so that each stack's sandbox comes up once (the
-    machine runs one at a time); tests with a sandbox of their own, or none, run first. Within a stack, the tests
-    that need its Kubernetes half unapplied go first (a fresh sandbox is, and applying happens once after them),
-    and those marked `last` go last."""
-    stacks: dict[Path, int] = {}
+    """The tests of one stack config and group run together, whatever their file, so that their sandbox comes up
+    once; tests with a sandbox of their own, or none, run first. Within a group, the tests that need its Kubernetes
+    half unapplied go first (a fresh sandbox is, and applying happens once after them), and those marked `last` go
+    last. Under xdist (`make e2e` runs two workers, `--dist loadgroup`) each group goes whole to one worker."""
+    groups: dict[tuple[Path, str], int] = {}
     for item in items:
         if (mark := SandboxMark.of(item)) is not None:
-            stacks.setdefault(mark.config_file, len(stacks))
+            groups.setdefault(mark.key, len(groups))
+            item.add_marker(pytest.mark.xdist_group(mark.name))
 
     def order(indexed: tuple[int, pytest.Item]) -> tuple[int, bool, bool, int]:
         index, item = indexed
         mark = SandboxMark.of(item)
-        return (-1, False, False, index) if mark is None else (stacks[mark.config_file], mark.applied, mark.last,
-                                                               index)
+        return (-1, False, False, index) if mark is None else (groups[mark.key], mark.applied, mark.last, index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=order)]
 
 
 class Sandboxes:
-    """One sandbox at a time, per stack config file, reused by every test marked for that stack: a test marked for
-    another stack stops the one that runs (the machine has two cores). `applied=True` brings the stack's
-    Kubernetes half up with the engine first, `applied=False` takes it down; each only when it is not so already
-    (a test that applies or destroys the half itself says so with `changed_half`)."""
+    """One sandbox at a time per test process, per stack config and group, reused by every test marked for them: a
+    test of another group stops the one that runs. `applied=True` brings the stack's Kubernetes half up with the
+    engine first, `applied=False` takes it down; each only when it is not so already (a test that applies or
+    destroys the half itself says so with `changed_half`)."""
 
     def __init__(self, root: Path, config: pytest.Config):
         self.root = root
         self.config = config
-        self.current: tuple[Path, SandboxState] | None = None
+        self.current: tuple[SandboxMark, SandboxState] | None = None
         self.applied: bool | None = None  # None: not known (a test ran the engine on it itself)
+        self.finished: set[tuple[Path, str]] = set()  # groups whose sandbox this process has stopped
 
     def get(self, config_file: Path, *, applied: bool | None = None) -> SandboxState:
+        """The sandbox of `config_file` for the running test's group."""
         from tpuplane.sandbox.engine import Engine, apply_kubernetes_half, stack_project
 
         config_file = config_file.resolve()
@@ -118,12 +133,17 @@ class Sandboxes:
             raise pytest.UsageError(f"a test uses the sandbox of {config_file} but is marked for "
                                     f"{mark.config_file if mark else 'none'}: mark it @pytest.mark.sandbox(<that "
                                     "config>), so that the tier runs it with that stack's tests")
-        if self.current is not None and self.current[0] != config_file:
+        if self.current is not None and self.current[0].key != mark.key:
+            self.finished.add(self.current[0].key)
             self.close()
+        if mark.key in self.finished:
+            raise pytest.UsageError(f"the tests of sandbox group {mark.name!r} did not run together (its `last` tests "
+                                    "and applied=False ones rely on it): under xdist, is `--dist loadgroup` in "
+                                    "effect? (pyproject.toml pins pytest below 9.2 for it)")
         if self.current is None:
             stack = config_file.stem.removeprefix("Pulumi.")
-            state = lifecycle.up(stack_source(stack, config_file), self.root / stack)
-            self.current, self.applied = (config_file, state), False
+            state = lifecycle.up(stack_source(stack, config_file), self.root / mark.name)
+            self.current, self.applied = (mark, state), False
         state = self.current[1]
         if applied and self.applied is not True:
             apply_kubernetes_half(state, lambda _: None)
@@ -281,12 +301,19 @@ def rendered(cli: Cli, name: str, *, slices: int = 1, priority: str = "medium", 
              namespace: str | None = None, tpu_type: str = "v6e-16", capacity: str = "spot",
              edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """`tpuplane workload render` of a workload (a spot v6e-16 by default) into a file, then `edit`ed to reach
-    the state a test needs, as a user writes one before `workload submit`."""
+    the state a test needs, as a user writes one before `workload submit`. Rendering reads no cluster, so it runs
+    in this process (a second each as a subprocess, some fifty times a tier); the commands under test do not."""
+    from typer.testing import CliRunner
+
+    from tpuplane.cli.main import app
+
     args = ["workload", "render", "--tpu-type", tpu_type, "--capacity", capacity, "--slices", str(slices),
             "--image", "busybox", "--command", "python train.py", "--name", name, "--priority", priority]
     args += ["--queue", queue] if queue else []
     args += ["--namespace", namespace] if namespace else []
-    document = yaml.safe_load(cli.ok(*args).stdout)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, f"tpuplane {' '.join(args)}: {result.stderr}"
+    document = yaml.safe_load(result.stdout)
     if edit is not None:
         edit(document)
     path = cli.folder / f"{name}.yaml"

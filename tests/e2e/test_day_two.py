@@ -44,7 +44,7 @@ CQ = "cluster-queue"
 FLAVOR = "tpu-v6e-slice-4x4-spot"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
-pytestmark = pytest.mark.sandbox(DEV)
+pytestmark = pytest.mark.sandbox(DEV, group="day-two")  # a dev sandbox of their own: the tier runs two at once
 
 
 @pytest.fixture
@@ -786,7 +786,7 @@ def kueue_before_v1beta2(dev_cluster, job_file) -> Iterator[None]:
 
 # Last on the dev stack: after v1beta2 is served again, the garbage collector is blind to Kueue's kinds until its
 # next discovery sync (up to 30 s), and a foreground deletion of a JobSet waits for that.
-@pytest.mark.sandbox(DEV, last=True)
+@pytest.mark.sandbox(DEV, group="day-two", last=True)
 @pytest.mark.parametrize("command", [c for c in READ_COMMANDS if c != "logs"] + ["submit"])  # logs reads pods only
 def test_every_command_without_kueues_v1beta2_says_kueue_is_missing(dev_cluster, job_file, kueue_before_v1beta2,
                                                                    command):
