@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 
+from tpuplane.sandbox.processes import go_gc
 from tpuplane.sandbox.toolchain import binary, binary_dirs
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Engine:
         python_bin = str(Path(sys.executable).parent)
         return {
             **os.environ,
+            **go_gc(),  # the Pulumi CLI and the Kubernetes provider are Go programs too
             **project.env,
             "PATH": os.pathsep.join([*binary_dirs(), python_bin, os.environ.get("PATH", "")]),
             "PULUMI_HOME": str(self.work / "home"),

@@ -38,6 +38,14 @@ class Started:
     log: str
 
 
+def go_gc() -> dict[str, str]:
+    """Go's collector for the sandbox's processes (every one is a Go program): a heap five times the live one before
+    each collection rather than twice, unless the user set GOGC. Installing the charts' CRDs is mostly garbage: this
+    takes a fifth off the sandbox's CPU while it comes up, for about 450 MB more memory (kube-apiserver 0.5 -> 0.9
+    GB)."""
+    return {"GOGC": os.environ.get("GOGC", "400")}
+
+
 def free_port() -> int:
     """A port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -73,7 +81,7 @@ def start(name: str, argv: list[str], *, log: Path, marker: str, record: Recorde
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   env={**os.environ, **(env or {}), MARKER_ENV: marker}, cwd=cwd,
+                                   env={**os.environ, **go_gc(), **(env or {}), MARKER_ENV: marker}, cwd=cwd,
                                    start_new_session=True)
     started = Started(name, process.pid, _start_time(process.pid) or 0, str(log))
     record(started)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from conftest import poll_until
 from tpuplane.sandbox.processes import Launcher, alive, kill_marked, marked, stop
 
@@ -49,3 +51,16 @@ def test_processes_no_record_names_are_killed_by_their_marker(tmp_path):
         assert not alive(started) and alive(other)
     finally:
         stop(other)
+
+
+@pytest.mark.parametrize("users, collects_at", [(None, "400"), ("100", "100")])
+def test_a_started_process_collects_garbage_less_often_unless_the_user_says(tmp_path, monkeypatch, users,
+                                                                            collects_at):
+    if users is None:
+        monkeypatch.delenv("GOGC", raising=False)
+    else:
+        monkeypatch.setenv("GOGC", users)
+    launcher = Launcher(marker=str(tmp_path), logs=tmp_path, record=lambda _: None)
+    started = launcher.start("printer", ["sh", "-c", 'echo "GOGC=$GOGC"'])
+    poll_until(lambda: not alive(started), patience=5)
+    assert (tmp_path / "printer.log").read_text() == f"GOGC={collects_at}\n"
