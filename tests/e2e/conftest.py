@@ -85,9 +85,12 @@ class SandboxMark:
         return self.config_file, self.group
 
     @property
+    def stack(self) -> str:
+        return self.config_file.stem.removeprefix("Pulumi.")
+
+    @property
     def name(self) -> str:
-        stack = self.config_file.stem.removeprefix("Pulumi.")
-        return f"{stack}-{self.group}" if self.group else stack
+        return f"{self.stack}-{self.group}" if self.group else self.stack
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks added here
@@ -134,15 +137,13 @@ class Sandboxes:
                                     f"{mark.config_file if mark else 'none'}: mark it @pytest.mark.sandbox(<that "
                                     "config>), so that the tier runs it with that stack's tests")
         if self.current is not None and self.current[0].key != mark.key:
-            self.finished.add(self.current[0].key)
             self.close()
         if mark.key in self.finished:
             raise pytest.UsageError(f"the tests of sandbox group {mark.name!r} did not run together (its `last` tests "
                                     "and applied=False ones rely on it): under xdist, is `--dist loadgroup` in "
                                     "effect? (pyproject.toml pins pytest below 9.2 for it)")
         if self.current is None:
-            stack = config_file.stem.removeprefix("Pulumi.")
-            state = lifecycle.up(stack_source(stack, config_file), self.root / mark.name)
+            state = lifecycle.up(stack_source(mark.stack, config_file), self.root / mark.name)
             self.current, self.applied = (mark, state), False
         state = self.current[1]
         if applied and self.applied is not True:
@@ -161,6 +162,7 @@ class Sandboxes:
 
     def close(self) -> None:
         if self.current is not None:
+            self.finished.add(self.current[0].key)
             lifecycle.down(Path(self.current[1].directory))
             self.current, self.applied = None, None
 
