@@ -1,11 +1,12 @@
 """The one place that decides what must never be printed: every output (plan in every format, diff, policy
 messages, `sidecar check`, error messages) passes its values through here.
 
-A value is a secret by where it is (under a key named like a secret, inside a value the Pulumi engine marks
-secret, at any depth) or by what it is, whatever its key: an env entry `{"name": "DB_PASSWORD", "value": ...}`,
-an argument `--password=...` (or `--password VALUE`), the userinfo of a URL, a credential query parameter
-(`?token=`), a `token:` line of a kubeconfig, a docker config, a Kubernetes Secret's data, a PEM private key, a
-service-account key, or a string shaped like a well-known token (GitHub, AWS, Slack, GitLab, Google...).
+A value is a secret by where it is (under a key named like a secret, inside a value the Pulumi engine marks secret
+or a stack file holds as `secure:`, at any depth) or by what it is, whatever its key: an env entry `{"name":
+"DB_PASSWORD", "value": ...}`, an argument `--password=...` (or `--password VALUE`), the userinfo of a URL, a
+credential query parameter (`?token=`), a `token:` line of a kubeconfig, a docker config, a Kubernetes Secret's
+data, a PEM private key, a service-account key, or a string shaped like a well-known token (GitHub, AWS, Slack,
+GitLab, Google...).
 
 Pure: values in, redacted copies out. Structured values lose the whole secret (`[secret]`); free text keeps its
 shape and loses only the secret part (`https://***@host`, `--password=***`). It imports nothing of tpuplane,
@@ -22,6 +23,8 @@ from typing import Any
 
 # How the Pulumi engine marks a secret value: `{SIG: "1b47061264138c4ac30d75fd1eb44270", "value": ...}`.
 PULUMI_SECRET_SIG = "4dabf18193072939515e22adb298388d"
+# How a stack file holds a secret config value: `{"secure": "<ciphertext>"}`.
+CONFIG_SECRET_KEY = "secure"
 REDACTED = "[secret]"
 MASK = "***"
 
@@ -31,9 +34,9 @@ SECRET_KEY = re.compile(_SECRET_WORDS, re.IGNORECASE)
 # Keys that name or point at a secret rather than hold one: secretName, secretRef, secret_uri, tokenFile...
 _SECRET_REFERENCE_KEY = re.compile(
     r"(name|names|ref|refs|uri|url|path|file|id|version|ttl|seconds|expiration|audience|type|mode)$", re.IGNORECASE)
-# Keys whose value is a secret whatever it looks like (docker configs, HTTP auth headers).
+# Keys whose value is a secret whatever it looks like (docker configs, HTTP auth headers, a stack file's secret).
 _SECRET_EXACT_KEYS = frozenset({".dockerconfigjson", ".dockercfg", "auth", "authorization", "proxy-authorization",
-                                "x-api-key", "cookie", "set-cookie"})
+                                "x-api-key", "cookie", "set-cookie", CONFIG_SECRET_KEY})
 
 _PEM_PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -96,8 +99,11 @@ def _is_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
-def _is_engine_secret(value: Any) -> bool:
-    return isinstance(value, Mapping) and PULUMI_SECRET_SIG in value
+def _is_marked_secret(value: Any) -> bool:
+    """A value Pulumi marks secret: the engine's `{SIG: ..., "value": ...}`, or a stack file's `{secure: v1:...}`
+    (`pulumi config set --secret` writes its ciphertext so)."""
+    return isinstance(value, Mapping) and (PULUMI_SECRET_SIG in value or (
+        len(value) == 1 and isinstance(value.get(CONFIG_SECRET_KEY), str)))
 
 
 def _is_service_account_key(value: Mapping[str, Any]) -> bool:
@@ -246,7 +252,7 @@ def _redact_args(items: list[Any]) -> list[Any]:
 
 
 def redact(value: Any, key: str = "") -> Any:
-    """`value` with every secret (plaintext or engine-marked, at any depth) replaced, safe to print."""
+    """`value` with every secret (plaintext or marked by Pulumi, at any depth) replaced, safe to print."""
     if type(value) in (dict, list) and not (key and is_secret_key(key)) and not _may_hold_a_secret(value):
         return value
     return _redact(value, key)
@@ -260,7 +266,7 @@ def _may_hold_a_secret(value: dict | list) -> bool:
         text = json.dumps(value, ensure_ascii=False, check_circular=False)
     except (TypeError, ValueError, RecursionError):
         return True
-    return PULUMI_SECRET_SIG in text or _may_hold_secret_text(text)
+    return PULUMI_SECRET_SIG in text or f'"{CONFIG_SECRET_KEY}"' in text or _may_hold_secret_text(text)
 
 
 def _redact(value: Any, key: str = "") -> Any:
@@ -269,7 +275,7 @@ def _redact(value: Any, key: str = "") -> Any:
             return REDACTED
         return redact_text(value)
     if isinstance(value, Mapping):
-        if _is_engine_secret(value) or _is_service_account_key(value):
+        if _is_marked_secret(value) or _is_service_account_key(value):
             return REDACTED
         out = {redact_text(str(k)) if isinstance(k, str) else k: _redact(v, str(k)) for k, v in value.items()}
         if _is_secret_entry(value):
@@ -284,7 +290,7 @@ def _redact(value: Any, key: str = "") -> Any:
 
 def _redact_all(value: Any) -> Any:
     """Every value of a Secret's data: keys stay (they say what is there), values go."""
-    if isinstance(value, Mapping) and not _is_engine_secret(value):
+    if isinstance(value, Mapping) and not _is_marked_secret(value):
         return {k: REDACTED for k in value}
     return REDACTED
 
@@ -330,7 +336,7 @@ def sensitive_paths(value: Any, path: str = "", key: str = "") -> list[str]:
 
 
 def _plaintext(raw: Any, redacted: Any, path: str) -> list[str]:
-    if _is_engine_secret(raw):
+    if _is_marked_secret(raw):
         return []
     if isinstance(raw, Mapping) and isinstance(redacted, Mapping):
         found = [path or "<value>"] if any(

@@ -199,3 +199,25 @@ def test_diff_command_never_prints_secret_of_a_created_resource(tmp_path, shape,
     result = CliRunner().invoke(app, ["diff", str(base), str(head), "--format", fmt])
     assert result.exit_code == 1, result.stderr
     assert "SECRETPART" not in result.stdout
+
+
+def test_a_stack_files_secure_value_is_hidden_whole_and_counts_as_protected():
+    config = {"tpuplane:apiToken": {"secure": "v1:SECRETPART"}, "note": {"secure": "v1:SECRETPART", "x": 1}}
+
+    assert redact(config)["tpuplane:apiToken"] == REDACTED
+    assert sensitive_paths({"data": {"token": {"secure": "v1:SECRETPART"}}}) == []
+
+
+@pytest.mark.parametrize("entry", [
+    "tpuplane:apiToken:\n    secure: v1:SECRETPART",  # a key tpuplane does not know
+    "tpuplane:dashboard:\n    secure: v1:SECRETPART",  # a known key given the wrong type
+])
+def test_a_config_error_never_quotes_a_stack_files_secure_value(tmp_path, entry):
+    config = tmp_path / "Pulumi.dev.yaml"
+    config.write_text((REPO / "stacks" / "Pulumi.dev.yaml").read_text().replace(
+        "  tpuplane:dashboard: {}", f"  {entry}"))
+
+    result = CliRunner().invoke(app, ["plan", "--project-dir", str(REPO), "--config", str(config)])
+
+    assert result.exit_code == 2 and "[secret]" in result.stderr
+    assert "SECRETPART" not in result.stderr + result.stdout
