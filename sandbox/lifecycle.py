@@ -38,6 +38,10 @@ NODES_READY_TIMEOUT = 180.0  # kwok marks a few hundred nodes Ready in seconds; 
 # Seconds each process gets to exit on SIGTERM before SIGKILL. A sandbox's state is thrown away, so nothing is
 # lost by not waiting: Kueue sometimes took the whole 10 s default before exiting.
 STOP_GRACE = 3.0
+# `down` stops the API server's clients first, all at once (each takes a second or so to shut down, waiting for no
+# other), then the servers one by one, last started first: stopped beside whatever it talks to, Kueue or the API
+# server took the whole grace.
+SERVERS = frozenset({"kube-apiserver", "etcd"})
 
 
 class SandboxError(RuntimeError):
@@ -266,8 +270,8 @@ def _admin_token(paths: Paths) -> str | None:
 
 
 def down(directory: Path, keep_logs: bool = False) -> list[str]:
-    """Stop every process the sandbox started (last started first) and remove its folder (but its logs, when
-    `keep_logs`: a failed `up` leaves them to read). Returns the names of the processes."""
+    """Stop every process the sandbox started (all at once) and remove its folder (but its logs, when
+    `keep_logs`: a failed `up` leaves them to read). Returns the names of the processes, last started first."""
     try:
         state = SandboxState.load(directory)
     except UnreadableState:
@@ -277,10 +281,11 @@ def down(directory: Path, keep_logs: bool = False) -> list[str]:
             if directory.exists() and not any(directory.iterdir()):
                 directory.rmdir()
             return []
-    stopped = []
-    for record in reversed(state.processes if state is not None else []):
-        stop(record.started(), grace=STOP_GRACE)
-        stopped.append(record.name)
+    records = list(reversed(state.processes)) if state is not None else []
+    clients = [r for r in records if r.name not in SERVERS]
+    for wave in (clients, *([r] for r in records if r.name in SERVERS)):
+        stop(*(record.started() for record in wave), grace=STOP_GRACE)
+    stopped = [record.name for record in records]
     stopped += [f"pid {pid}" for pid in kill_marked(str(directory))]  # what no record names
     for entry in directory.iterdir():
         if keep_logs and entry.name == Paths(directory).logs.name:

@@ -107,21 +107,25 @@ def alive(started: Started) -> bool:
     return process_state(started.pid) not in (None, "Z")
 
 
-def stop(started: Started, grace: float = 10.0) -> None:
-    """SIGTERM the process group, SIGKILL it after `grace` seconds; reap our own child if it is one."""
-    if not alive(started):
-        return
+def stop(*processes: Started, grace: float = 10.0) -> None:
+    """SIGTERM the processes' groups all at once, SIGKILL what is left after `grace` seconds; reap our own
+    children. All at once: each takes its own second or two to shut down gracefully, and none waits for another."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(started.pid, sig)
-        except ProcessLookupError:
-            return
+        running = [p for p in processes if alive(p)]
+        for process in running:
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not alive(started):
-                _reap(started.pid, block=True)
-                return
-            time.sleep(0.05)
+        while running and time.monotonic() < deadline:
+            for process in [p for p in running if not alive(p)]:
+                _reap(process.pid, block=True)
+                running.remove(process)
+            if running:
+                time.sleep(0.05)
+        if not running:
+            return
 
 
 def _reap(pid: int, block: bool = False) -> None:

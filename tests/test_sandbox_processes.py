@@ -53,6 +53,18 @@ def test_processes_no_record_names_are_killed_by_their_marker(tmp_path):
         stop(other)
 
 
+def test_stopping_several_at_once_kills_those_that_outlive_the_grace(tmp_path):
+    launcher = Launcher(marker=str(tmp_path), logs=tmp_path, record=lambda _: None)
+    polite = launcher.start("polite", ["sleep", "60"])
+    stubborn = launcher.start("stubborn", ["sh", "-c", "trap '' TERM; sleep 60"])  # its sleep ignores TERM too
+    try:
+        poll_until(lambda: marked(str(tmp_path)), patience=5)
+        stop(polite, stubborn, grace=0.5)
+        assert not alive(polite) and not alive(stubborn)
+    finally:
+        kill_marked(str(tmp_path))
+
+
 @pytest.mark.parametrize("users, collects_at", [(None, "400"), ("100", "100")])
 def test_a_started_process_collects_garbage_less_often_unless_the_user_says(tmp_path, monkeypatch, users,
                                                                             collects_at):
