@@ -75,11 +75,8 @@ class ClusterApi:
         return True
 
     def create_node(self, node: dict[str, Any]) -> None:
-        """Register a node with its status (as a kubelet does: the status rides in the create)."""
-        created = self._request("POST", api_path("", "v1", "nodes"), body=node)
-        if node.get("status"):
-            self._request("PATCH", api_path("", "v1", "nodes", name=created["metadata"]["name"], subresource="status"),
-                          body={"status": node["status"]}, content_type="application/strategic-merge-patch+json")
+        """Register a node with its status, as a kubelet does: a Node's create keeps the status it carries."""
+        self._request("POST", api_path("", "v1", "nodes"), body=node)
 
     def nodes_ready(self, names: set[str]) -> int:
         """How many of `names` take pods: Ready, and rid of the `node.kubernetes.io/not-ready` taint the node
