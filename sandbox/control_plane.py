@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from tpuplane.sandbox import certs
+from tpuplane.sandbox.kwok import NODE_LEASE_SECONDS
 from tpuplane.sandbox.layout import Paths, Ports
 from tpuplane.sandbox.processes import Launcher, Started, https_ok, wait_until
 from tpuplane.sandbox.toolchain import binary
@@ -118,10 +119,13 @@ def _start_component(name: str, paths: Paths, port: int, launcher: Launcher, *fl
 
 
 def start_controller_manager(paths: Paths, ports: Ports, files: ControlPlaneFiles, launcher: Launcher) -> Started:
+    """Every default controller but the TTL controller, which annotates each node with how long its kubelet may cache
+    Secrets (an update per node, and no kubelet here); nodes go NotReady after kwok's lease duration."""
     return _start_component("kube-controller-manager", paths, ports.controller_manager, launcher,
                             f"--service-account-private-key-file={files.sa_private}", f"--root-ca-file={files.ca_file}",
                             "--use-service-account-credentials=false", f"--kube-api-qps={API_QPS}",
-                            f"--kube-api-burst={API_BURST}")
+                            f"--kube-api-burst={API_BURST}", f"--node-monitor-grace-period={NODE_LEASE_SECONDS}s",
+                            "--controllers=*,-ttl")
 
 
 def start_scheduler(paths: Paths, ports: Ports, launcher: Launcher) -> Started:

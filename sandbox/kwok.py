@@ -25,7 +25,10 @@ from tpuplane.sandbox.toolchain import binary
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 COMPLETE_DELAY_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
-NODE_LEASE_SECONDS = 40
+# Node leases (kwok renews each every quarter of this) and, for kube-controller-manager, how long a node may go
+# without a renewal before it is NotReady. A kubelet's 40 s would cost the API server a lease update per node every
+# 10 s: a third of a core for the 300 nodes of the xpk-shapes corpus stack, for nodes that never fail.
+NODE_LEASE_SECONDS = 600
 STAGE_FILES = ("node-initialize.yaml", "node-heartbeat-with-lease.yaml", "pod-ready.yaml", "pod-complete.yaml",
                "pod-delete.yaml")
 # Nodes kwok manages: those the sandbox registers, by this annotation (kwok's own convention).
