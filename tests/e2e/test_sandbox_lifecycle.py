@@ -19,6 +19,10 @@ from tpuplane.infra.fleet.nodes import stack_nodes
 from tpuplane.sandbox import lifecycle
 from tpuplane.sandbox.processes import ProcessFailed, listening
 
+# One worker runs them all (`make e2e` has two): split, each worker would bring `upped` up for its share.
+pytestmark = pytest.mark.xdist_group("lifecycle")
+
+
 def tpuplane(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(Path(sys.executable).parent / "tpuplane"), *args], cwd=REPO, capture_output=True,
                           text=True, timeout=900)
