@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tpuplane.infra.redaction import redact, redact_text
+from tpuplane.infra.visible_text import visible
 
 
 @dataclass(frozen=True)
@@ -26,14 +27,20 @@ class Problem:
         """Never shows a secret: the given value is redacted by its key and by what it is, and each part of the
         message on its own (so a secret-named path does not hide the rest of the message)."""
         given = redact(self.given, re.split(r"[.:\[\]]", self.path.rstrip("]"))[-1].strip('"'))
-        text = f"{redact_text(self.path)}: got {redact_text(_shown(given))}; allowed: {redact_text(self.allowed)}"
-        return f"{text}. Hint: {redact_text(self.hint)}" if self.hint else text
-
+        text = f"{_line(self.path)}: got {redact_text(_shown(given))}; allowed: {_line(self.allowed)}"
+        return f"{text}. Hint: {_line(self.hint)}" if self.hint else text
 
     @property
     def subject(self) -> tuple[str, str]:
         """Where and what: two problems about the same value at the same path are about one thing."""
         return self.path, _shown(self.given)
+
+
+def _line(text: str) -> str:
+    """A part of a problem's line, secrets masked: a user's value quoted in a path, an allowed list or a hint (a
+    stack name in the file name it is looked for by) stays on this one line, its line breaks and invisible
+    characters escaped."""
+    return visible(redact_text(text))
 
 
 class _Sized:

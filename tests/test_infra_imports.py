@@ -1,6 +1,6 @@
 """The pure core stays pure: nothing under infra/ imports Pulumi, its import graph has no cycle (imports for type
 checking count: a cycle hidden behind `TYPE_CHECKING` is still two modules that cannot be read apart), and the
-bottom layer (redaction) imports nothing of tpuplane, so every layer uses it without reaching up."""
+bottom layer (redaction, visible text) imports nothing of tpuplane, so every layer uses it without reaching up."""
 
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ def test_infra_import_graph_has_no_cycle_even_for_type_checking():
 
 
 def test_redaction_is_the_bottom_layer():
-    assert imports(INFRA / "redaction.py") == set()
+    assert imports(INFRA / "redaction.py") == imports(INFRA / "visible_text.py") == set()
     assert imports(INFRA / "errors.py") == {"tpuplane.infra.redaction", "tpuplane.infra.redaction.redact",
-                                            "tpuplane.infra.redaction.redact_text"}
+                                            "tpuplane.infra.redaction.redact_text", "tpuplane.infra.visible_text",
+                                            "tpuplane.infra.visible_text.visible"}

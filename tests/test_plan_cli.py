@@ -149,6 +149,13 @@ def test_plan_missing_stack_file_exits_2_naming_the_file():
     assert "Traceback" not in result.stderr
 
 
+def test_a_stack_name_with_a_line_break_stays_on_the_error_line_in_the_hint_too():
+    result = tpuplane("--stack", "evil\nerror: forged")
+
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "Pulumi.evil\\nerror: forged.yaml" in result.stderr
+
+
 def test_plan_invalid_yaml_exits_2(tmp_path):
     path = tmp_path / "Pulumi.broken.yaml"
     path.write_text("config: [unclosed\n")

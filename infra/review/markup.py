@@ -1,9 +1,10 @@
 """One escaping function per output context: every value a report shows came from a plan, a diff, a price file
 or a workload file, which a PR can change, so none of them may add structure to the report it lands in.
 
-- `visible`: one line, with control characters, line separators and invisible format characters written as
-  escapes (`\\n`, `\\u202e`): a value can neither start a new line (a heading, a fence, a table row) nor hide
-  or reorder text. Every other function starts from it.
+- `visible` (from `tpuplane.infra.visible_text`, where error messages get it too): one line, with control
+  characters, line separators and invisible format characters written as escapes (`\\n`, `\\u202e`): a value can
+  neither start a new line (a heading, a fence, a table row) nor hide or reorder text. Every other function starts
+  from it.
 - `md_text`: markdown inline text and GFM table cells: the characters that start inline markup backslash-escaped
   (emphasis, strikethrough, links and images, code, HTML and autolinks, entities, math, cell separators, and `#`),
   so a value adds no structure to the line it is on; other punctuation stays as it is, readable in the source.
@@ -24,27 +25,12 @@ import re
 
 from rich.markup import escape as _rich_escape
 
-# C0 and C1 controls, DEL, line and paragraph separators, and the format characters that hide or reorder text
-# (zero-width characters, bidirectional embeddings, overrides and isolates, the byte-order mark).
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
-                        "\ufff9-\ufffb]")
-_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+from tpuplane.infra.visible_text import visible
+
 _MD_INLINE_MARKUP = re.compile(r"([\\`*_\[\]<&|~#$])")
 _BACKTICK_RUN = re.compile(r"`+")
 _MERMAID_ENTITIES = {ch: f"#{ord(ch)};" for ch in "#%\"'`<>&[](){}|;\\"}
 _MERMAID_SPECIAL = re.compile("[" + re.escape("".join(_MERMAID_ENTITIES)) + "]")
-
-
-def _escape_invisible(match: re.Match[str]) -> str:
-    ch = match[0]
-    return _NAMED_ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
-
-
-def visible(value: object, *, lines: bool = False) -> str:
-    """`value` as one line of visible text (with `lines`, its line breaks kept)."""
-    if lines:
-        return "\n".join(_INVISIBLE.sub(_escape_invisible, line) for line in str(value).split("\n"))
-    return _INVISIBLE.sub(_escape_invisible, str(value))
 
 
 def md_text(value: object) -> str:
