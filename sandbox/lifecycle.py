@@ -270,8 +270,9 @@ def _admin_token(paths: Paths) -> str | None:
 
 
 def down(directory: Path, keep_logs: bool = False) -> list[str]:
-    """Stop every process the sandbox started (all at once) and remove its folder (but its logs, when
-    `keep_logs`: a failed `up` leaves them to read). Returns the names of the processes, last started first."""
+    """Stop every process the sandbox started (the API server's clients at once, then the servers: see `SERVERS`)
+    and remove its folder (but its logs, when `keep_logs`: a failed `up` leaves them to read). Returns the names of
+    the processes, last started first."""
     try:
         state = SandboxState.load(directory)
     except UnreadableState:
@@ -283,7 +284,8 @@ def down(directory: Path, keep_logs: bool = False) -> list[str]:
             return []
     records = list(reversed(state.processes)) if state is not None else []
     clients = [r for r in records if r.name not in SERVERS]
-    for wave in (clients, *([r] for r in records if r.name in SERVERS)):
+    servers = [r for r in records if r.name in SERVERS]
+    for wave in (clients, *([server] for server in servers)):
         stop(*(record.started() for record in wave), grace=STOP_GRACE)
     stopped = [record.name for record in records]
     stopped += [f"pid {pid}" for pid in kill_marked(str(directory))]  # what no record names
